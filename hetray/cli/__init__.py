@@ -1,0 +1,1 @@
+"""The ``hetray`` command line (may import Ray and hetray.actors)."""

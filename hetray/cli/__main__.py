@@ -1,0 +1,5 @@
+"""``python -m hetray.cli``."""
+
+from hetray.cli.main import main
+
+main()

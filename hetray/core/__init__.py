@@ -1,0 +1,1 @@
+"""Core values shared by every hetray module: errors, units and constants."""

@@ -1,0 +1,299 @@
+"""One way to reach Ray: an embedded local Ray, an existing cluster, or a Ray client session.
+
+This is the only module of the core that imports ``ray``.
+
+==========================  ===========================================================
+``address``                 what :func:`connect` does
+==========================  ===========================================================
+``None``                    start an embedded local Ray (dashboard on 127.0.0.1, quiet
+                            logs, every CPU of the machine, ``accel:*`` resources for
+                            the devices it detects)
+``"auto"``                  join the cluster named by ``RAY_ADDRESS`` or started on this
+                            machine with ``ray start``
+``"host:port"``             join the cluster whose GCS listens there
+``"ray://host:port"``       open a Ray client session to a cluster's client server
+==========================  ===========================================================
+
+Before handing an address to Ray, :func:`connect` checks that something accepts TCP
+connections there, so an unreachable address fails within ``timeout_s`` with a
+:class:`~hetray.core.errors.RayConnectionError` naming it instead of hanging.
+
+Token authentication (on by default in Ray 2.60) is Ray's: export ``RAY_AUTH_MODE=token``
+and ``RAY_AUTH_TOKEN_PATH`` (or ``RAY_AUTH_TOKEN``) before connecting to a cluster that
+uses it.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from hetray.accel.detect import detect_local_devices
+from hetray.accel.resources import node_resources
+from hetray.cluster.from_ray import NodeResources
+from hetray.core.constants import CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S, env_seconds
+from hetray.core.errors import ConfigError, RayConnectionError
+
+logger = logging.getLogger(__name__)
+
+_RAY_CURRENT_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
+_CLIENT_PREFIX = "ray://"
+
+
+class ConnectMode(enum.Enum):
+    """How this process reaches Ray."""
+
+    LOCAL = "local"
+    CLUSTER = "cluster"
+    CLIENT = "client"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalRayOptions:
+    """Settings of an embedded local Ray (``address=None``).
+
+    Attributes:
+        num_cpus: CPUs Ray may schedule; None means every CPU of the machine.
+        include_dashboard: start the dashboard (bound to 127.0.0.1).
+        object_store_bytes: object store size; None lets Ray choose (30% of RAM).
+    """
+
+    num_cpus: int | None = None
+    include_dashboard: bool = True
+    object_store_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Connection:
+    """The Ray session this process is connected to.
+
+    Attributes:
+        mode: local, cluster or client.
+        address: what the caller asked for (``"local"`` for the embedded Ray).
+        namespace: the Ray namespace named actors live in.
+        ray_version: Ray's version on this side.
+    """
+
+    mode: ConnectMode
+    address: str
+    namespace: str
+    ray_version: str
+
+
+_current: Connection | None = None
+
+
+def connect(
+    address: str | None = None,
+    *,
+    namespace: str = "hetray",
+    local: LocalRayOptions | None = None,
+    ship_project: bool = False,
+    timeout_s: float | None = None,
+) -> Connection:
+    """Connect this process to Ray; calling it again returns the same connection.
+
+    Args:
+        address: None, ``"auto"``, ``"host:port"`` or ``"ray://host:port"`` (see module doc).
+        namespace: Ray namespace for named actors.
+        local: options for the embedded Ray; only valid with ``address=None``.
+        ship_project: upload this hetray checkout to the cluster with the job's runtime env
+            (``py_modules``), for clusters that do not have hetray installed.
+        timeout_s: how long the address may take to accept a connection; defaults to
+            ``$HETRAY_CONNECT_TIMEOUT_S`` or 15 s.
+
+    Raises:
+        ConfigError: malformed address, ``local`` given with an address, or a second call
+            asking for a different address than the live connection.
+        RayConnectionError: nothing accepted connections at the address in time.
+    """
+    global _current
+    if local is not None and address is not None:
+        raise ConfigError("connect()", "local", local, "only with address=None (embedded Ray)")
+    wanted = "local" if address is None else address
+    if ray.is_initialized():
+        return _reuse_connection(wanted, namespace)
+    timeout_s = timeout_s if timeout_s is not None else env_seconds(
+        CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S
+    )
+    runtime_env = project_runtime_env() if ship_project else None
+    if address is None:
+        _init_local(namespace, local or LocalRayOptions(), runtime_env)
+        mode = ConnectMode.LOCAL
+    else:
+        mode = _init_remote(address, namespace, timeout_s, runtime_env)
+    _current = Connection(
+        mode=mode, address=wanted, namespace=namespace, ray_version=ray.__version__
+    )
+    logger.info("connected to Ray (%s, %s)", mode.value, wanted)
+    return _current
+
+
+def disconnect() -> None:
+    """Leave the Ray session (stops an embedded Ray); a no-op when not connected."""
+    global _current
+    if ray.is_initialized():
+        ray.shutdown()
+    _current = None
+
+
+def _reuse_connection(wanted: str, namespace: str) -> Connection:
+    global _current
+    if _current is None:
+        # Ray was initialised by someone else (a test fixture, a job's own ray.init).
+        client = ray.util.client.ray.is_connected()
+        _current = Connection(
+            mode=ConnectMode.CLIENT if client else ConnectMode.CLUSTER,
+            address=wanted,
+            namespace=ray.get_runtime_context().namespace,
+            ray_version=ray.__version__,
+        )
+        return _current
+    if wanted not in (_current.address, "auto") and wanted != "local":
+        raise ConfigError(
+            "connect()", "address", wanted,
+            f"the address of the live connection ({_current.address!r}); call disconnect() first",
+        )
+    if namespace != _current.namespace:
+        raise ConfigError(
+            "connect()", "namespace", namespace,
+            f"the live connection's namespace {_current.namespace!r}",
+        )
+    return _current
+
+
+def _init_local(namespace: str, options: LocalRayOptions, runtime_env: dict[str, Any] | None) -> None:
+    resources = node_resources(detect_local_devices())
+    ray.init(
+        namespace=namespace,
+        num_cpus=options.num_cpus or os.cpu_count(),
+        resources=resources,
+        include_dashboard=options.include_dashboard,
+        dashboard_host="127.0.0.1",
+        object_store_memory=options.object_store_bytes,
+        logging_level=logging.WARNING,
+        log_to_driver=True,
+        runtime_env=runtime_env,
+    )
+
+
+def _init_remote(
+    address: str, namespace: str, timeout_s: float, runtime_env: dict[str, Any] | None
+) -> ConnectMode:
+    if address.startswith(_CLIENT_PREFIX):
+        host, port = parse_host_port(address[len(_CLIENT_PREFIX):], address)
+        wait_for_port(host, port, timeout_s, address)
+        ray.init(address, namespace=namespace, runtime_env=runtime_env,
+                 logging_level=logging.WARNING)
+        return ConnectMode.CLIENT
+    resolved = resolve_auto_address() if address == "auto" else address
+    host, port = parse_host_port(resolved, address)
+    wait_for_port(host, port, timeout_s, address)
+    ray.init(address=resolved, namespace=namespace, runtime_env=runtime_env,
+             logging_level=logging.WARNING)
+    return ConnectMode.CLUSTER
+
+
+def parse_host_port(text: str, address: str) -> tuple[str, int]:
+    """Split ``host:port``.
+
+    Raises:
+        ConfigError: not of the form ``host:port`` with a port in 1..65535.
+    """
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(
+            "--address", "address", address,
+            "None (embedded Ray), 'auto', 'host:port' or 'ray://host:port'",
+        )
+    return host, int(port_text)
+
+
+def resolve_auto_address() -> str:
+    """The ``host:port`` that ``address="auto"`` means: ``$RAY_ADDRESS`` or this machine's cluster.
+
+    Raises:
+        RayConnectionError: neither is set.
+    """
+    env_address = os.environ.get("RAY_ADDRESS", "")
+    if env_address and env_address != "auto":
+        return env_address
+    if _RAY_CURRENT_CLUSTER_FILE.exists():
+        return _RAY_CURRENT_CLUSTER_FILE.read_text(encoding="utf-8").strip()
+    raise RayConnectionError(
+        "auto",
+        "no RAY_ADDRESS is set and no cluster was started on this machine "
+        "(start one with `ray start --head`, or pass --address host:port)",
+    )
+
+
+def wait_for_port(host: str, port: int, timeout_s: float, address: str) -> None:
+    """Block until ``host:port`` accepts a TCP connection.
+
+    Raises:
+        RayConnectionError: it did not within ``timeout_s``; names ``address``.
+    """
+    deadline = time.monotonic() + timeout_s
+    last_error: OSError | None = None
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=min(2.0, timeout_s)):
+                return
+        except OSError as err:
+            last_error = err
+            time.sleep(0.25)
+    raise RayConnectionError(
+        address,
+        f"nothing accepted a connection at {host}:{port} within {timeout_s:g} s "
+        f"({last_error}); check the address and that the cluster is up, or raise "
+        f"${CONNECT_TIMEOUT_ENV}",
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def project_runtime_env() -> dict[str, Any]:
+    """A Ray ``runtime_env`` that ships this hetray package (with ``hetray.actors``) to workers.
+
+    The checkout keeps ``actors/`` beside ``hetray/`` and maps it to ``hetray.actors`` at
+    install time, so the package is staged into one importable directory first. Third-party
+    dependencies (torch, dgl, ...) must already be installed on the cluster.
+
+    Returns:
+        ``{"py_modules": [<staged hetray dir>]}``.
+    """
+    import hetray
+    import hetray.actors
+
+    package_dir = Path(hetray.__file__).parent
+    actors_dir = Path(hetray.actors.__file__).parent
+    staged = Path(tempfile.mkdtemp(prefix="hetray-pkg-")) / "hetray"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(package_dir, staged, ignore=ignore)
+    if actors_dir.parent != package_dir:
+        shutil.copytree(actors_dir, staged / "actors", ignore=ignore)
+    return {"py_modules": [str(staged)]}
+
+
+def live_nodes() -> list[NodeResources]:
+    """The alive nodes of the connected cluster with their total resources, head first."""
+    nodes = [
+        NodeResources(
+            node_id=node["NodeID"],
+            address=node["NodeManagerAddress"],
+            resources=dict(node["Resources"]),
+        )
+        for node in ray.nodes()
+        if node["Alive"]
+    ]
+    return sorted(nodes, key=lambda n: "node:__internal_head__" not in n.resources)
