@@ -61,7 +61,9 @@ class Device:
 
     def __init__(self, local: LocalDevice) -> None:
         self._local = local
-        self._torch_device = torch.device(local.kind, local.index)
+        self._torch_device = (
+            torch.device("cpu") if local.kind == "cpu" else torch.device(local.kind, local.index)
+        )
 
     @classmethod
     def cpu(cls) -> Device:

@@ -1,0 +1,51 @@
+"""The core never imports Ray: only hetray/runtime.py and hetray/cli/ may (STYLE.md rule 1)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ALLOWED = {"hetray/runtime.py"}
+ALLOWED_DIRS = ("hetray/cli/",)
+FORBIDDEN = ("ray", "hetray.actors", "actors")
+
+
+def _imported_modules(tree: ast.AST) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def _is_forbidden(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in FORBIDDEN)
+
+
+def test_core_does_not_import_ray_or_actors():
+    offenders = []
+    files = sorted((REPO / "hetray").rglob("*.py"))
+    assert len(files) > 5
+    for path in files:
+        rel = path.relative_to(REPO).as_posix()
+        if rel in ALLOWED or rel.startswith(ALLOWED_DIRS):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [f"{rel}:{line} imports {mod}" for line, mod in _imported_modules(tree)
+                      if _is_forbidden(mod)]
+    assert offenders == []
+
+
+def test_checker_catches_a_ray_import():
+    tree = ast.parse("import ray.util\nfrom hetray.actors.probe import DeviceProbe\nimport rayon\n")
+    flagged = [mod for _, mod in _imported_modules(tree) if _is_forbidden(mod)]
+    assert flagged == ["ray.util", "hetray.actors.probe"]
+
+
+def test_actors_install_as_hetray_subpackage():
+    import hetray.actors
+
+    assert Path(hetray.actors.__file__).parent == REPO / "actors"
