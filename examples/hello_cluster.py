@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 
 import ray
+from hetray.actors.probe import probe_nodes
 
 from hetray import runtime
 from hetray.accel.resources import accel_counts, actor_options
-from hetray.actors.probe import probe_nodes
 from hetray.cli.render import devices_table, nodes_table
 
 
@@ -25,6 +25,7 @@ def node_of_this_task() -> str:
 
 
 def main() -> None:
+    """Connect, print nodes and devices, place one task per device kind."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--address", default=None, help="None, auto, host:port or ray://host:port")
     parser.add_argument("--ship-project", action="store_true",

@@ -173,7 +173,9 @@ def _reuse_connection(wanted: str, namespace: str) -> Connection:
     return _current
 
 
-def _init_local(namespace: str, options: LocalRayOptions, runtime_env: dict[str, Any] | None) -> None:
+def _init_local(
+    namespace: str, options: LocalRayOptions, runtime_env: dict[str, Any] | None
+) -> None:
     resources = node_resources(detect_local_devices())
     ray.init(
         namespace=namespace,

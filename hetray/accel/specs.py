@@ -118,9 +118,11 @@ _SPECS: tuple[AcceleratorSpec, ...] = (
     _spec("V100", _NV, (0.0, 125.0, 15.7), 32, 900, 150, "NVIDIA V100 datasheet (SXM2)"),
     # NVIDIA A100 datasheet (SXM4): 312 TFLOPS bf16/fp16 dense, 19.5 fp32; 40 GB HBM2 at
     # 1,555 GB/s; NVLink 3 600 GB/s bidirectional -> 300 per direction.
-    _spec("A100-40GB", _NV, (312.0, 312.0, 19.5), 40, 1555, 300, "NVIDIA A100 datasheet (SXM4 40GB)"),
+    _spec("A100-40GB", _NV, (312.0, 312.0, 19.5), 40, 1555, 300,
+          "NVIDIA A100 datasheet (SXM4 40GB)"),
     # Same die, 80 GB HBM2e at 2,039 GB/s.
-    _spec("A100-80GB", _NV, (312.0, 312.0, 19.5), 80, 2039, 300, "NVIDIA A100 datasheet (SXM4 80GB)"),
+    _spec("A100-80GB", _NV, (312.0, 312.0, 19.5), 80, 2039, 300,
+          "NVIDIA A100 datasheet (SXM4 80GB)"),
     # NVIDIA H100 datasheet (SXM5): 989 TFLOPS bf16/fp16 dense (1,979 with sparsity), 67 fp32;
     # 80 GB HBM3 at 3.35 TB/s; NVLink 4 900 GB/s bidirectional -> 450 per direction.
     _spec("H100", _NV, (989.0, 989.0, 67.0), 80, 3350, 450, "NVIDIA H100 datasheet (SXM5)"),

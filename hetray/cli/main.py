@@ -136,7 +136,7 @@ def _link_option(name: str, default: tuple[float, float], what: str) -> Callable
 @_link_option("inter-node", (1e-5, 100.0), "between nodes of one cluster")
 @_link_option("cross-cluster", (1e-3, 10.0), "between clusters")
 @handle_errors
-def cluster_spec(  # noqa: PLR0913 - one parameter per flag
+def cluster_spec(
     spec_file: Path | None, from_ray: bool, address: str | None, name: str, out: Path | None,
     intra_node: tuple[float, float], inter_node: tuple[float, float],
     cross_cluster: tuple[float, float],

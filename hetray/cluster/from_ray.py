@@ -48,7 +48,9 @@ class NodeResources:
 
 
 def _link(latency_s: float, gbit_per_s: float) -> LinkSpec:
-    return LinkSpec(latency_s=latency_s, bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(gbit_per_s))
+    return LinkSpec(
+        latency_s=latency_s, bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(gbit_per_s)
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,7 +76,11 @@ def _cluster_of(node: NodeResources, default: str) -> str:
 
 
 def _node_devices(node: NodeResources) -> dict[str, int]:
-    counts = {model: int(count) for model, count in accel_counts(node.resources).items() if count >= 1}
+    counts = {
+        model: int(count)
+        for model, count in accel_counts(node.resources).items()
+        if count >= 1
+    }
     return counts or {CPU_MODEL: 1}
 
 

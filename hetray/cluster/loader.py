@@ -62,7 +62,9 @@ class _Reader:
                                  f"known keys only: {', '.join(keys)}")
         for key in keys:
             if key not in data:
-                raise self.error(_join(path, key), "<missing>", f"required; keys: {', '.join(keys)}")
+                raise self.error(
+                    _join(path, key), "<missing>", f"required; keys: {', '.join(keys)}"
+                )
         return data
 
     def text(self, data: Mapping[str, Any], key: str, path: str) -> str:
@@ -125,7 +127,8 @@ def _cluster(reader: _Reader, data: Any, path: str) -> Cluster:
     )
     _unique([g.name for g in groups], reader, groups_path)
     links = {
-        key: _link(reader, reader.mapping(data[key], _join(path, key), _LINK_KEYS), _join(path, key))
+        key: _link(reader, reader.mapping(data[key], _join(path, key), _LINK_KEYS),
+                   _join(path, key))
         for key in ("intra_node_link", "inter_node_link")
     }
     return Cluster(
@@ -198,7 +201,9 @@ def load_cluster_spec(path: str | Path) -> ClusterSpec:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
-        raise ConfigError(str(path), "<file>", str(path), f"a readable file ({err.strerror})") from err
+        raise ConfigError(
+            str(path), "<file>", str(path), f"a readable file ({err.strerror})"
+        ) from err
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:

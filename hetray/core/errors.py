@@ -21,7 +21,7 @@ class HetrayError(Exception):
 
 
 class ConfigError(HetrayError, ValueError):
-    """A config file or value is invalid: names the source, the field, the value and what is allowed."""
+    """A config file or value is invalid: names source, field, value and what is allowed."""
 
     def __init__(self, source: str, field: str, value: Any, allowed: str) -> None:
         super().__init__(source, field, value, allowed)

@@ -45,7 +45,7 @@ def test_bf16_is_zero_only_where_hardware_lacks_it():
 
 
 def test_unknown_model_error_lists_known_models():
-    with pytest.raises(KeyError, match="unknown accelerator model 'B200'.*A100-80GB"):
+    with pytest.raises(KeyError, match=r"unknown accelerator model 'B200'.*A100-80GB"):
         get_spec("B200")
 
 

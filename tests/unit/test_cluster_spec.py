@@ -79,7 +79,9 @@ def _expect(tmp_path: Path, data: object, field: str, value: object, allowed: st
     assert err.value == value
     assert allowed in err.allowed
     text = str(err)
-    assert str(path) in text and field in text and repr(value) in text
+    assert str(path) in text
+    assert field in text
+    assert repr(value) in text
     return err
 
 
@@ -197,7 +199,8 @@ def _spec_dicts(draw: st.DrawFn) -> dict:
             "name": name,
             "node_groups": [
                 {"name": f"g{i}", "device_model": draw(st.sampled_from(models)),
-                 "devices_per_node": draw(st.integers(1, 16)), "num_nodes": draw(st.integers(1, 64))}
+                 "devices_per_node": draw(st.integers(1, 16)),
+                 "num_nodes": draw(st.integers(1, 64))}
                 for i in range(draw(st.integers(1, 3)))
             ],
             "intra_node_link": draw(_link),

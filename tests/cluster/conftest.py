@@ -1,0 +1,45 @@
+"""A 3-node ray.cluster_utils.Cluster whose nodes carry different accel:* resources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from hetray import runtime
+
+
+@dataclass(frozen=True)
+class HeteroCluster:
+    """Node ids by the device kind each node advertises."""
+
+    address: str
+    node_of: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def hetero_cluster() -> Iterator[HeteroCluster]:
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "resources": {"accel:CPU": 1, "hetray-cluster:east": 1},
+                        "include_dashboard": False, "object_store_memory": 100 * 1024 * 1024},
+    )
+    a100 = cluster.add_node(num_cpus=1, object_store_memory=100 * 1024 * 1024,
+                            resources={"accel:A100-80GB": 2, "hetray-cluster:east": 1})
+    v100 = cluster.add_node(num_cpus=1, object_store_memory=100 * 1024 * 1024,
+                            resources={"accel:V100": 4, "hetray-cluster:west": 1})
+    cluster.wait_for_nodes()
+    try:
+        runtime.connect(cluster.address)
+        yield HeteroCluster(
+            address=cluster.address,
+            node_of={"CPU": cluster.head_node.node_id, "A100-80GB": a100.node_id,
+                     "V100": v100.node_id},
+        )
+    finally:
+        runtime.disconnect()
+        ray.shutdown()
+        cluster.shutdown()

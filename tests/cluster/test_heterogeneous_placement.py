@@ -1,0 +1,73 @@
+"""Actors and placement groups that request a device kind land on a node of that kind."""
+
+from __future__ import annotations
+
+import pytest
+import ray
+from hetray.actors.placement import bundle_options, reserve
+from hetray.actors.probe import probe_nodes
+
+from hetray import runtime
+from hetray.accel.resources import actor_options, bundle
+from hetray.cluster import LinkDefaults, spec_from_ray_nodes
+from hetray.core.errors import PlacementTimeoutError
+
+pytestmark = pytest.mark.cluster
+
+
+class NodeReporter:
+    """A tiny actor that says which node it runs on."""
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+@pytest.mark.parametrize("model", ["CPU", "A100-80GB", "V100"])
+def test_actor_for_a_device_kind_lands_on_that_node(hetero_cluster, model):
+    reporter = ray.remote(NodeReporter).options(**actor_options(model, num_cpus=0)).remote()
+    try:
+        assert ray.get(reporter.node_id.remote(), timeout=60) == hetero_cluster.node_of[model]
+    finally:
+        ray.kill(reporter)
+
+
+def test_placement_group_bundles_land_on_their_device_kinds(hetero_cluster):
+    models = ["V100", "A100-80GB", "V100"]
+    group = reserve([bundle(m, num_devices=1, num_cpus=0) for m in models], timeout_s=60)
+    try:
+        cls = ray.remote(NodeReporter)
+        reporters = [
+            cls.options(num_cpus=0, resources={f"accel:{m}": 1},
+                        **bundle_options(group, i)).remote()
+            for i, m in enumerate(models)
+        ]
+        placed = ray.get([r.node_id.remote() for r in reporters], timeout=60)
+        assert placed == [hetero_cluster.node_of[m] for m in models]
+    finally:
+        ray.util.remove_placement_group(group)
+
+
+def test_more_devices_than_the_cluster_has_fails_with_both_sides(hetero_cluster):
+    with pytest.raises(PlacementTimeoutError) as info:
+        reserve([bundle("A100-80GB", num_devices=3, num_cpus=0)], timeout_s=2)
+    assert info.value.requested == {"CPU": 0, "accel:A100-80GB": 3}
+    assert info.value.available["accel:A100-80GB"] == 2
+
+
+def test_live_cluster_becomes_a_two_cluster_spec(hetero_cluster):
+    nodes = runtime.live_nodes()
+    assert len(nodes) == 3
+    assert nodes[0].node_id == hetero_cluster.node_of["CPU"]  # head first
+    spec = spec_from_ray_nodes(nodes, name="hetero", links=LinkDefaults())
+    shapes = {c.name: sorted((g.device_model, g.devices_per_node) for g in c.node_groups)
+              for c in spec.clusters}
+    assert shapes == {"east": [("A100-80GB", 2), ("CPU", 1)], "west": [("V100", 4)]}
+    assert len(spec.cross_cluster_links) == 1
+
+
+def test_probe_runs_on_every_node(hetero_cluster):
+    nodes = runtime.live_nodes()
+    reports = probe_nodes(nodes)
+    assert [r.node_id for r in reports] == [n.node_id for n in nodes]
+    # No real GPUs here: every node detects its CPU.
+    assert all(r.devices[0].spec.model == "CPU" for r in reports)

@@ -1,0 +1,77 @@
+"""The hetray CLI: help on every command, exit codes, and the commands against a real Ray."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from hetray.cli.main import cli
+from hetray.cluster import load_cluster_spec
+from tests.conftest import REPO
+
+COMMANDS = [[], ["info"], ["cluster-spec"], ["demo"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "hetray")
+def test_every_command_has_help(command):
+    result = CliRunner().invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage: " in result.output
+    if command and command != ["cluster-spec"]:
+        assert "--address" in result.output
+
+
+def test_usage_errors_exit_2():
+    runner = CliRunner()
+    assert runner.invoke(cli, ["no-such-command"]).exit_code == 2
+    result = runner.invoke(cli, ["cluster-spec"])
+    assert result.exit_code == 2
+    assert "give either SPEC_FILE or --from-ray" in result.output
+
+
+def test_bad_spec_file_exits_2_naming_file_field_and_value(tmp_path):
+    data = yaml.safe_load((REPO / "cluster_configs/specs/two-cluster-16.yaml").read_text())
+    data["clusters"][0]["node_groups"][0]["device_model"] = "TPUv5"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(cli, ["cluster-spec", str(path)])
+    assert result.exit_code == 2
+    assert str(path) in result.output
+    assert "clusters[0].node_groups[0].device_model" in result.output
+    assert "'TPUv5'" in result.output
+
+
+def test_cluster_spec_summarises_a_file():
+    spec_file = str(REPO / "cluster_configs/specs/four-cluster-736.yaml")
+    result = CliRunner().invoke(cli, ["cluster-spec", spec_file])
+    assert result.exit_code == 0, result.output
+    assert "four-cluster-736: 736 devices" in result.output
+    assert "Ascend910B" in result.output
+
+
+def test_info_and_cluster_spec_from_ray(ray_shared, tmp_path):
+    runner = CliRunner()
+    info = runner.invoke(cli, ["info"])
+    assert info.exit_code == 0, info.output
+    assert "accel:CPU=1" in info.output
+    assert "measured" in info.output
+    out = tmp_path / "live.yaml"
+    spec = runner.invoke(cli, ["cluster-spec", "--from-ray", "--out", str(out),
+                               "--cross-cluster", "0.002", "25"])
+    assert spec.exit_code == 0, spec.output
+    loaded = load_cluster_spec(out)
+    assert [g.device_model for g in loaded.clusters[0].node_groups] == ["CPU"]
+
+
+def test_unreachable_address_exits_1_naming_it():
+    result = subprocess.run(
+        [sys.executable, "-m", "hetray.cli", "info", "--address", "127.0.0.1:9"],
+        capture_output=True, text=True, timeout=60,
+        env={"HETRAY_CONNECT_TIMEOUT_S": "2", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 1
+    assert "cannot connect to Ray at '127.0.0.1:9'" in result.stderr
