@@ -21,10 +21,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/hetray demo
 
-# Three pytest runs: tests that start and stop Ray processes with the CLI (`ray stop` and
+# Lint, then three pytest runs: tests that start and stop Ray processes with the CLI (`ray stop` and
 # `ray down` end every Ray process of the user, so they run alone), multi-node
 # cluster_utils tests, then the main suite with one shared local Ray and the doctests.
-test: $(STAMP) test-deploy test-cluster test-main
+test: $(STAMP) lint test-deploy test-cluster test-main
 
 test-deploy: $(STAMP)
 	bash tests/deploy/install_deps.sh
