@@ -23,13 +23,21 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 @pytest.fixture(scope="session")
 def ray_shared() -> Iterator[object]:
-    """A local Ray for the whole session: 2 CPUs, no dashboard, a 200 MB object store."""
+    """A local Ray for the whole session: 4 logical CPUs, no dashboard, a 200 MB object store."""
     from hetray import runtime
 
     connection = runtime.connect(
         local=runtime.LocalRayOptions(
-            num_cpus=2, include_dashboard=False, object_store_bytes=200 * 1024 * 1024
+            num_cpus=4, include_dashboard=False, object_store_bytes=200 * 1024 * 1024
         )
     )
     yield connection
     runtime.disconnect()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` beside the checkout; skips the test when it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"{SHARED_DATA} is absent: tests read datasets from ../shared/data by path")
+    return SHARED_DATA

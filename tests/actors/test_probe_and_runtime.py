@@ -17,7 +17,7 @@ def test_embedded_ray_advertises_detected_devices(ray_shared):
     assert ray_shared.namespace == "hetray"
     (node,) = runtime.live_nodes()
     assert node.resources["accel:CPU"] == 1.0
-    assert node.resources["CPU"] == 2.0
+    assert node.resources["CPU"] == 4.0
 
 
 def test_connect_is_idempotent_and_refuses_a_different_address(ray_shared):
