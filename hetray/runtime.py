@@ -178,6 +178,9 @@ def _init_local(
 ) -> None:
     resources = node_resources(detect_local_devices())
     ray.init(
+        # "local" always starts a new Ray, even when RAY_ADDRESS or a `ray start` cluster on
+        # this machine would make a plain ray.init() join that cluster instead.
+        address="local",
         namespace=namespace,
         num_cpus=options.num_cpus or os.cpu_count(),
         resources=resources,

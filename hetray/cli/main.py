@@ -180,8 +180,40 @@ def demo(address: str | None, ship_project: bool) -> None:
     click.echo(dump_cluster_spec(spec), nl=False)
     click.echo()
     click.echo(spec_summary(spec))
+    click.echo()
+    click.echo("== heterogeneous GNN: relation-aggregation-first on partition holders ==")
+    from hetray.cli.hgnn import demo_raf
+
+    demo_raf()
+    click.echo()
+    click.echo("== planning: principle-guided MCTS vs baselines (hetray plan) ==")
+    from hetray.cli.plan import demo_planning_step
+
+    demo_planning_step(Path(__file__).resolve().parents[2] / "cluster_configs" / "specs"
+                       / "two-cluster-16.yaml")
+    click.echo()
+    click.echo("== temporal GNN: MSPipe on memory-store actors (hetray train tgnn) ==")
+    from hetray.cli.tgnn import demo_mspipe
+
+    demo_mspipe()
 
 
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="hetray")
+
+
+def _register_subcommands() -> None:
+    from hetray.cli.hgnn import train
+    from hetray.cli.plan import plan_command, profile_command
+    from hetray.cli.tgnn import tgnn
+
+    tgnn.callback = handle_errors(tgnn.callback)
+    train.add_command(tgnn)
+    cli.add_command(train)
+    for command in (plan_command, profile_command):
+        command.callback = handle_errors(command.callback)
+        cli.add_command(command)
+
+
+_register_subcommands()

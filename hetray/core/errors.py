@@ -88,3 +88,81 @@ class ActorStartupError(HetrayError, RuntimeError):
 def _fmt(resources: Mapping[str, float]) -> str:
     items = ", ".join(f"{k}={v:g}" for k, v in sorted(resources.items()))
     return "{" + items + "}"
+
+
+class GraphDataError(HetrayError, ValueError):
+    """A graph data file is malformed: names the file, the column, the offending value and why."""
+
+    def __init__(self, file: str, column: str, value: Any, problem: str) -> None:
+        super().__init__(file, column, value, problem)
+        self.file = file
+        self.column = column
+        self.value = value
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.file}: column '{self.column}' has bad value {self.value!r}: {self.problem}"
+
+
+class PartitionHolderError(HetrayError, RuntimeError):
+    """A partition holder died or failed a step; carries its partition id and the cause."""
+
+    def __init__(self, part_id: int, cause: str) -> None:
+        super().__init__(part_id, cause)
+        self.part_id = part_id
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"partition holder {self.part_id} failed: {self.cause}"
+
+
+class InfeasiblePlanError(HetrayError, ValueError):
+    """A parallel plan cannot run: names the stage (or -1 for the whole plan) and why."""
+
+    def __init__(self, stage: int, reason: str, shortfall_bytes: float = 0.0) -> None:
+        super().__init__(stage, reason, shortfall_bytes)
+        self.stage = stage
+        self.reason = reason
+        self.shortfall_bytes = shortfall_bytes
+
+    def __str__(self) -> str:
+        where = "plan" if self.stage < 0 else f"stage {self.stage}"
+        return f"infeasible {where}: {self.reason}"
+
+
+class ProfileDataError(HetrayError, ValueError):
+    """Measured profile data is missing, malformed or unusable: names the source and problem."""
+
+    def __init__(self, source: str, problem: str) -> None:
+        super().__init__(source, problem)
+        self.source = source
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.problem}"
+
+
+class TemporalDataError(HetrayError, ValueError):
+    """A temporal event file is malformed: names the file, the row, the offending value and why."""
+
+    def __init__(self, file: str, row: int, value: Any, problem: str) -> None:
+        super().__init__(file, row, value, problem)
+        self.file = file
+        self.row = row
+        self.value = value
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.file}: row {self.row} has bad value {self.value!r}: {self.problem}"
+
+
+class MemoryStoreError(HetrayError, RuntimeError):
+    """A memory-store shard died or refused a request; carries the shard id and the cause."""
+
+    def __init__(self, shard: int, cause: str) -> None:
+        super().__init__(shard, cause)
+        self.shard = shard
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"memory-store shard {self.shard} failed: {self.cause}"

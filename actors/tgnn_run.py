@@ -1,0 +1,78 @@
+"""Build the stages for a mode and train: the entry point of the CLI, example and benchmark.
+
+================  ===================================  ==================================
+mode              stages 1-2                           stages 3 and 5
+================  ===================================  ==================================
+``sequential``    inline in the driver                 in-process store, synchronous
+``mspipe``        sampler + fetcher actors, ahead      memory-store actor shards, async
+================  ===================================  ==================================
+
+The trainer (stage 4) is the driver process in both modes and owns the model, so a run's
+parameters can be compared bit for bit across modes.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+from hetray.actors.memory_store import MemoryStoreGroup
+from hetray.actors.tgnn_prefetch import PrefetchGroup
+
+from hetray.temporal.data import EventStream, TemporalSplit
+from hetray.temporal.fit import QUIET, FitReport, InlineSources, Progress, TrainConfig, fit
+from hetray.temporal.memory import MemoryConfig
+from hetray.temporal.models import MemoryTGNN, ModelConfig
+from hetray.temporal.mspipe import PipelineConfig, PipelineMode
+from hetray.temporal.store import LocalMemoryStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreConfig:
+    """Memory-store actors of an MSPipe run.
+
+    Attributes:
+        num_shards: shards ``P``. checkpoint_dir: Parquet checkpoints ('' = none).
+        checkpoint_every: versions between checkpoints. num_cpus: CPUs per actor.
+    """
+
+    num_shards: int = 2
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 0
+    num_cpus: float = 0.25
+
+
+def build_model(model_cfg: ModelConfig, seed: int) -> MemoryTGNN:
+    """The model, initialised from ``seed``."""
+    torch.manual_seed(seed)
+    return MemoryTGNN(model_cfg)
+
+
+def run_tgnn(events: EventStream, split: TemporalSplit, *, model: MemoryTGNN,
+             train_cfg: TrainConfig, pipe_cfg: PipelineConfig,
+             store_cfg: StoreConfig | None = None, progress: Progress = QUIET) -> FitReport:
+    """Train ``model`` on ``events`` in ``pipe_cfg.mode`` (MSPipe needs a connected Ray)."""
+    cfg = model.cfg
+    mem_cfg = MemoryConfig(num_nodes=events.num_nodes, memory_dim=cfg.memory_dim,
+                           edge_feat_dim=events.edge_feat_dim, mailbox_size=cfg.mailbox)
+    if pipe_cfg.mode == PipelineMode.SEQUENTIAL:
+        sources = InlineSources(events, split, cfg.num_neighbors, train_cfg.seed)
+        return fit(model, events, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
+                   sources=sources, store=LocalMemoryStore(mem_cfg), progress=progress)
+    store_cfg = store_cfg or StoreConfig()
+    prefetch = PrefetchGroup.create(events, split, num_neighbors=cfg.num_neighbors,
+                                    seed=train_cfg.seed, num_cpus=store_cfg.num_cpus)
+    try:
+        store = MemoryStoreGroup.create(
+            mem_cfg, store_cfg.num_shards, checkpoint_dir=store_cfg.checkpoint_dir,
+            checkpoint_every=store_cfg.checkpoint_every, num_cpus=store_cfg.num_cpus)
+        try:
+            return fit(model, events, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
+                       sources=prefetch, store=store, progress=progress)
+        finally:
+            store.shutdown()
+    finally:
+        prefetch.shutdown()

@@ -1,0 +1,148 @@
+"""Planner benchmark: MCTS vs exhaustive / Metis-greedy / uniform / random; RF vs analytical.
+
+Writes ``benchmarks/results/planner.json``. Run ``python benchmarks/planner.py`` (under 10
+minutes on 2 cores). Keys (throughput ratios are MCTS predicted tokens/s over the baseline's):
+
+* ``small``: two-cluster-16, three GPT sizes; ``mcts_gap_pct`` (worst over models) is the MCTS
+  plan's step-time gap to the exhaustive optimum, ``eval_fraction`` MCTS evaluations over
+  exhaustive evaluations (MCTS gets 5 % of exhaustive's count).
+* ``large``: four-cluster-736, three LLM sizes, MCTS with a time budget; ``search_s`` (worst),
+  ``ratio_vs_uniform`` and ``ratio_vs_greedy`` (worst over models). Random search gets MCTS's
+  evaluation count or MCTS's seconds, whichever runs out first.
+* ``costmodel``: held-out MAPE (percent) of the analytical model and of the RF correction on
+  real layer timings of this machine (every 4th grid point held out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from hetray.cluster.loader import load_cluster_spec
+from hetray.planner.baselines import (
+    exhaustive_search,
+    greedy_search,
+    random_search,
+    uniform_plan_search,
+)
+from hetray.planner.mcts import SearchConfig, mcts_search
+from hetray.planner.model_spec import PRESETS
+from hetray.planner.profile import ProfileConfig, run_profile
+from hetray.planner.rf_model import ResidualForest, mape
+from hetray.planner.scoring import SearchResult, analytical_evaluator
+from hetray.planner.space import SearchSpace, SpaceConfig
+
+REPO = Path(__file__).resolve().parent.parent
+SPECS = REPO / "cluster_configs" / "specs"
+SMALL_SPACE = SpaceConfig(max_stages=6, chunk_options=(1, 2))
+LARGE_SPACE = SpaceConfig(max_stages=8)
+
+
+def _summary(result: SearchResult) -> dict[str, Any]:
+    best = result.best
+    return {"tokens_per_s": best.tokens_per_s if best else 0.0,
+            "step_time_s": best.step_time_s if best else None,
+            "evaluations": result.num_evaluations, "search_s": round(result.search_s, 2)}
+
+
+def _baselines(space_args: tuple[Any, ...], evaluator: Any, mcts: SearchResult) -> dict[str, Any]:
+    cluster, model, batch, config = space_args
+    results = {
+        "greedy": greedy_search(SearchSpace(cluster, model, batch, config), evaluator),
+        "uniform": uniform_plan_search(cluster, model, batch, evaluator),
+        "random": random_search(SearchSpace(cluster, model, batch, config), evaluator,
+                                mcts.num_evaluations, budget_s=mcts.search_s + 1),
+    }
+    out = {}
+    for name, result in results.items():
+        entry = _summary(result)
+        rate = entry["tokens_per_s"]
+        entry["mcts_ratio"] = mcts.best.tokens_per_s / rate if rate and mcts.best else None
+        out[name] = entry
+    return out
+
+
+def small_case(models: list[str], batch: int) -> dict[str, Any]:
+    """Two-cluster-16: MCTS at 5 % of exhaustive's evaluations vs the exhaustive optimum."""
+    cluster = load_cluster_spec(SPECS / "two-cluster-16.yaml")
+    per_model = {}
+    for name in models:
+        model = PRESETS[name]
+        evaluator = analytical_evaluator(cluster, model)
+        exhaustive = exhaustive_search(SearchSpace(cluster, model, batch, SMALL_SPACE), evaluator)
+        budget = max(1, exhaustive.num_evaluations // 20)
+        mcts = mcts_search(SearchSpace(cluster, model, batch, SMALL_SPACE), evaluator,
+                           SearchConfig(budget_evals=budget, budget_s=600))
+        assert mcts.best is not None
+        assert exhaustive.best is not None
+        per_model[name] = {
+            "mcts": _summary(mcts), "exhaustive": _summary(exhaustive),
+            "mcts_gap_pct": 100 * (mcts.best.step_time_s / exhaustive.best.step_time_s - 1),
+            "eval_fraction": mcts.num_evaluations / exhaustive.num_evaluations,
+            **_baselines((cluster, model, batch, SMALL_SPACE), evaluator, mcts)}
+        logging.info("small %s: %s", name, per_model[name])
+    return {"mcts_gap_pct": max(m["mcts_gap_pct"] for m in per_model.values()),
+            "eval_fraction": max(m["eval_fraction"] for m in per_model.values()),
+            "global_batch": batch, "models": per_model}
+
+
+def large_case(models: list[str], batch: int, budget_s: float) -> dict[str, Any]:
+    """Four-cluster-736: anytime MCTS vs greedy / uniform / random."""
+    cluster = load_cluster_spec(SPECS / "four-cluster-736.yaml")
+    per_model = {}
+    for name in models:
+        model = PRESETS[name]
+        evaluator = analytical_evaluator(cluster, model)
+        mcts = mcts_search(SearchSpace(cluster, model, batch, LARGE_SPACE), evaluator,
+                           SearchConfig(budget_evals=10**7, budget_s=budget_s))
+        assert mcts.best is not None
+        per_model[name] = {"mcts": _summary(mcts),
+                           **_baselines((cluster, model, batch, LARGE_SPACE), evaluator, mcts)}
+        logging.info("large %s: %s", name, per_model[name])
+    return {"search_s": max(m["mcts"]["search_s"] for m in per_model.values()),
+            "ratio_vs_uniform": min(m["uniform"]["mcts_ratio"] for m in per_model.values()),
+            "ratio_vs_greedy": min(m["greedy"]["mcts_ratio"] for m in per_model.values()),
+            "global_batch": batch, "models": per_model}
+
+
+def costmodel_case(repeats: int) -> dict[str, Any]:
+    """Held-out MAPE on real layer timings (every 4th grid point held out)."""
+    records = run_profile(ProfileConfig(repeats=repeats))
+    test = records[1::4]
+    train = [r for i, r in enumerate(records) if i % 4 != 1]
+    forest = ResidualForest.fit(train)
+    truth = [r.measured_s for r in test]
+    return {"mape_analytical": mape([r.analytical_s for r in test], truth),
+            "mape_rf": mape(forest.predict_s(test), truth),
+            "num_train": len(train), "num_holdout": len(test), "device": records[0].device_model}
+
+
+def main() -> None:
+    """Run all cases and write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "planner.json"))
+    parser.add_argument("--large-budget-s", type=float, default=45.0)
+    parser.add_argument("--quick", action="store_true", help="one model per case (smoke run)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    start = time.perf_counter()
+    small_models = ["gpt-1.3b", "gpt-2.7b", "gpt-6.7b"]
+    large_models = ["llama2-13b", "gpt-13b", "llama2-70b"]
+    if args.quick:
+        small_models, large_models = small_models[:1], large_models[:1]
+    results = {"costmodel": costmodel_case(repeats=5),
+               "small": small_case(small_models, batch=128),
+               "large": large_case(large_models, batch=512, budget_s=args.large_budget_s)}
+    results["total_s"] = round(time.perf_counter() - start, 1)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2), encoding="utf-8")
+    print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "models"}
+                      if isinstance(v, dict) else v for k, v in results.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

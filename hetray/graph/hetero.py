@@ -1,0 +1,183 @@
+"""A heterogeneous graph with node-type features, target labels and splits.
+
+Glossary: ``N_t`` nodes of type ``t``; ``E_r`` edges of relation ``r = (src, name, dst)``;
+``D_t`` feature dim of type ``t`` (0 = featureless, the model learns an embedding);
+``C`` classes of the target type.
+
+The structure is a DGL heterograph; features live beside it (not in ``ndata``) so that a
+featureless type stays featureless and the container pickles cheaply across actors.
+
+Example:
+    >>> import dgl, torch
+    >>> g = dgl.heterograph({("a", "r", "p"): ([0, 1], [1, 0])}, {"a": 2, "p": 2})
+    >>> hg = HeteroGraph(name="tiny", graph=g, features={"p": torch.zeros(2, 3)},
+    ...                  target_type="p", labels=torch.tensor([0, 1]), num_classes=2,
+    ...                  train_idx=torch.tensor([0]), val_idx=torch.tensor([1]),
+    ...                  test_idx=torch.tensor([1]))
+    >>> hg.relations
+    [('a', 'r', 'p')]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import dgl
+import torch
+
+from hetray.core.errors import GraphDataError
+
+logger = logging.getLogger(__name__)
+
+Relation = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeteroGraph:
+    """A validated heterogeneous node-classification dataset.
+
+    Attributes:
+        name: dataset name, used in error messages.
+        graph: DGL heterograph holding the structure (CPU).
+        features: float32 ``(N_t, D_t)`` per featured node type; absent types are featureless.
+        target_type: the node type that is classified.
+        labels: int64 ``(N_target,)`` class ids in ``[0, num_classes)``.
+        num_classes: number of classes ``C``.
+        train_idx: int64 ids of target nodes used for training.
+        val_idx: int64 ids of validation target nodes.
+        test_idx: int64 ids of test target nodes.
+    """
+
+    name: str
+    graph: dgl.DGLGraph
+    features: Mapping[str, torch.Tensor]
+    target_type: str
+    labels: torch.Tensor
+    num_classes: int
+    train_idx: torch.Tensor
+    val_idx: torch.Tensor
+    test_idx: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.target_type not in self.graph.ntypes:
+            raise GraphDataError(self.name, "target_type", self.target_type,
+                                 f"not a node type; have {sorted(self.graph.ntypes)}")
+        for ntype, feat in self.features.items():
+            _check_features(self.name, ntype, feat, self.num_nodes(ntype) if ntype in
+                            self.graph.ntypes else -1)
+        n_target = self.num_nodes(self.target_type)
+        _check_ids(self.name, "labels", self.labels, self.num_classes, expect_len=n_target)
+        for split, ids in (("train_idx", self.train_idx), ("val_idx", self.val_idx),
+                           ("test_idx", self.test_idx)):
+            _check_ids(self.name, split, ids, n_target, expect_len=None)
+
+    @property
+    def relations(self) -> list[Relation]:
+        """Canonical relations ``(src_type, name, dst_type)`` in DGL's order."""
+        return list(self.graph.canonical_etypes)
+
+    def num_nodes(self, ntype: str) -> int:
+        """``N_t`` for node type ``ntype``."""
+        return int(self.graph.num_nodes(ntype))
+
+    def num_edges(self, relation: Relation) -> int:
+        """``E_r`` for ``relation``."""
+        return int(self.graph.num_edges(relation))
+
+    def feature_dim(self, ntype: str) -> int:
+        """``D_t``, 0 for a featureless type."""
+        feat = self.features.get(ntype)
+        return 0 if feat is None else int(feat.shape[1])
+
+    def csc(self, relation: Relation) -> tuple[torch.Tensor, torch.Tensor]:
+        """In-neighbour index of ``relation``: int64 ``indptr (N_dst + 1,)``, ``src (E_r,)``."""
+        indptr, indices, _ = self.graph.adj_tensors("csc", relation)
+        return indptr.long(), indices.long()
+
+
+def _check_features(source: str, ntype: str, feat: torch.Tensor, num_nodes: int) -> None:
+    column = f"features[{ntype}]"
+    if num_nodes < 0:
+        raise GraphDataError(source, column, ntype, "features given for an unknown node type")
+    if feat.dtype != torch.float32:
+        raise GraphDataError(source, column, str(feat.dtype), "features must be float32")
+    if feat.dim() != 2 or feat.shape[0] != num_nodes:
+        raise GraphDataError(source, column, tuple(feat.shape),
+                             f"expected shape ({num_nodes}, D)")
+
+
+def _check_ids(source: str, column: str, ids: torch.Tensor, upper: int,
+               expect_len: int | None) -> None:
+    if ids.dtype != torch.int64 or ids.dim() != 1:
+        raise GraphDataError(source, column, f"{ids.dtype} {tuple(ids.shape)}",
+                             "expected a 1-d int64 tensor")
+    if expect_len is not None and ids.numel() != expect_len:
+        raise GraphDataError(source, column, ids.numel(), f"expected {expect_len} entries")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= upper):
+        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+        raise GraphDataError(source, column, bad, f"out of range [0, {upper})")
+
+
+def from_dgl(
+    graph: dgl.DGLGraph, *, name: str, target_type: str, num_classes: int,
+    feature_key: str = "feat", label_key: str = "label",
+) -> HeteroGraph:
+    """Build a :class:`HeteroGraph` from a heterograph carrying ndata features and masks.
+
+    Args:
+        graph: heterograph with ``ndata[feature_key]`` on featured types and, on the target
+            type, ``ndata[label_key]`` plus boolean ``train_mask``/``val_mask``/``test_mask``.
+        name: dataset name.
+        target_type: the classified node type.
+        num_classes: ``C``.
+        feature_key: ndata key of float features.
+        label_key: ndata key of int labels.
+
+    Returns:
+        The validated container (structure copied without ndata).
+    """
+    features = {nt: graph.nodes[nt].data[feature_key].float() for nt in graph.ntypes
+                if feature_key in graph.nodes[nt].data}
+    data = graph.nodes[target_type].data
+    for key in (label_key, "train_mask", "val_mask", "test_mask"):
+        if key not in data:
+            raise GraphDataError(name, f"ndata[{target_type}].{key}", None, "missing")
+    structure = dgl.heterograph(
+        {rel: graph.edges(etype=rel) for rel in graph.canonical_etypes},
+        {nt: graph.num_nodes(nt) for nt in graph.ntypes},
+    )
+    return HeteroGraph(
+        name=name, graph=structure, features=features, target_type=target_type,
+        labels=data[label_key].long(), num_classes=num_classes,
+        train_idx=torch.nonzero(data["train_mask"]).flatten(),
+        val_idx=torch.nonzero(data["val_mask"]).flatten(),
+        test_idx=torch.nonzero(data["test_mask"]).flatten(),
+    )
+
+
+def build_heterograph(
+    source: str, edges: Mapping[Relation, tuple[torch.Tensor, torch.Tensor]],
+    num_nodes: Mapping[str, int],
+) -> dgl.DGLGraph:
+    """Validate per-relation ``(src, dst)`` int64 id tensors and build the heterograph.
+
+    Raises:
+        GraphDataError: an id is out of range for its node type (names relation and column).
+    """
+    check_edges(source, edges, num_nodes)
+    return dgl.heterograph(dict(edges), dict(num_nodes))
+
+
+def check_edges(
+    source: str, edges: Mapping[Relation, tuple[torch.Tensor, torch.Tensor]],
+    num_nodes: Mapping[str, int],
+) -> None:
+    """Raise :class:`GraphDataError` unless every id is int64 and in range for its type."""
+    for rel, (src, dst) in edges.items():
+        for column, ids, ntype in (("src", src, rel[0]), ("dst", dst, rel[2])):
+            if ntype not in num_nodes:
+                raise GraphDataError(source, f"{'__'.join(rel)}.{column}", ntype,
+                                     "unknown node type")
+            _check_ids(source, f"{'__'.join(rel)}.{column}", ids, num_nodes[ntype], None)

@@ -1,0 +1,185 @@
+"""The vanilla (DistDGL-style) baseline: node partitions + remote input fetch + data parallel.
+
+Glossary: ``K`` workers; ``B`` global seeds per step, ``B / K`` per worker; ``d`` hidden dim.
+
+Every node of every type is owned by one of ``K`` node partitions (METIS through
+``dgl.metis_partition_assignment`` on the homogenised graph, or random). Worker ``k`` keeps
+a full model replica, trains on seeds ``seeds[k::K]``, samples all relations, and must read
+the input rows (features; embeddings, which also carry Adam state) of every sampled node:
+rows owned by another partition are remote. Per step it exchanges::
+
+    remote input rows         sum_t |remote ids_t| * row_bytes_t   (one message per owner)
+    dense gradients           all-reduce of every non-embedding parameter gradient
+    embedding gradients       all-gather of touched row ids, all-reduce of the union rows
+
+Byte counters use ring all-reduce traffic, ``2 (K-1)/K * n`` bytes sent per rank. The
+structure is replicated on every worker (sampling is free of RPC, which favours vanilla).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+import dgl
+import torch
+from torch import nn
+from torch.nn import functional as F  # noqa: N812
+
+from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
+from hetray.graph.hetero import HeteroGraph
+from hetray.hgnn.meta_partition import meta_partition
+from hetray.hgnn.models import MetatreeHGNN
+from hetray.hgnn.raf import StepStats, TrainConfig, input_specs, root_view, schema_stats
+from hetray.hgnn.sampling import sample_tree
+
+logger = logging.getLogger(__name__)
+
+
+class Collective(Protocol):
+    """The two collectives a worker needs (ray.util.collective in actors)."""
+
+    world_size: int
+
+    def allreduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Element-wise sum over ranks (returns the result)."""
+
+    def allgather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """Same-shape tensors of every rank, in rank order."""
+
+
+def node_partition(hg: HeteroGraph, num_parts: int, *, method: str, seed: int,
+                   ) -> dict[str, torch.Tensor]:
+    """Owner partition of every node: int64 ``(N_t,)`` per type.
+
+    Args:
+        hg: the graph.
+        num_parts: ``K``.
+        method: ``"metis"`` (``dgl.metis_partition_assignment`` on the homogenised,
+            symmetrised graph) or ``"random"``.
+        seed: seed of the random assignment.
+    """
+    if num_parts == 1:
+        return {t: torch.zeros(hg.num_nodes(t), dtype=torch.int64) for t in hg.graph.ntypes}
+    if method == "random":
+        gen = torch.Generator().manual_seed(seed)
+        return {t: torch.randint(0, num_parts, (hg.num_nodes(t),), generator=gen)
+                for t in hg.graph.ntypes}
+    homo = dgl.to_homogeneous(hg.graph)
+    assign = dgl.metis_partition_assignment(dgl.to_bidirected(homo), num_parts).long()
+    ntype_ids = homo.ndata[dgl.NTYPE]
+    return {t: assign[ntype_ids == i] for i, t in enumerate(hg.graph.ntypes)}
+
+
+class VanillaWorker:
+    """One data-parallel worker of the baseline.
+
+    Args:
+        hg: the graph (structure replicated; rows read by ownership).
+        owners: node partition from :func:`node_partition`.
+        rank: this worker's partition id.
+        config: training config (the same model as RAF, all subtrees).
+        link: emulated network for remote rows, or None for shared memory.
+    """
+
+    def __init__(self, hg: HeteroGraph, owners: dict[str, torch.Tensor], rank: int,
+                 config: TrainConfig, link: LinkEmulator | None = None) -> None:
+        plan = meta_partition(schema_stats(hg, config.model.hidden_dim), 1, config.model.depth)
+        self.rank, self.config, self.owners, self.link = rank, config, owners, link
+        self.subtrees = list(plan.subtrees)
+        self.target_type = hg.target_type
+        self.csc = {rel: hg.csc(rel) for rel in hg.relations}
+        self.features = {t: f.to(config.model.dtype) for t, f in hg.features.items()}
+        self.labels = hg.labels
+        self.model = MetatreeHGNN(subtrees=self.subtrees, target_type=hg.target_type,
+                                  inputs=input_specs(hg), num_classes=hg.num_classes,
+                                  config=config.model).to(config.model.dtype)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        itemsize = torch.finfo(config.model.dtype).bits // 8
+        self.row_bytes = {t: itemsize * (hg.feature_dim(t) or config.model.hidden_dim)
+                          for t in hg.graph.ntypes}
+        self.bytes_sent = 0
+
+    def _trees(self, seeds: torch.Tensor, step: int) -> dict:
+        return {st.index: sample_tree(root_view(st.node, self.target_type), seeds, self.csc,
+                                      list(self.config.model.fanouts),
+                                      (self.config.model.seed, step, st.index))
+                for st in self.subtrees}
+
+    def _fetch_remote_rows(self, trees: dict) -> None:
+        """Charge (and delay) the remote input rows this mini-batch reads."""
+        per_owner: dict[int, int] = {}
+        for st in self.subtrees:
+            for ntype, parts in trees[st.index].input_ids(root_view(st.node,
+                                                                    self.target_type)).items():
+                ids = torch.unique(torch.cat(parts))
+                owner = self.owners[ntype][ids]
+                counts = torch.bincount(owner[owner != self.rank], minlength=1)
+                for part, n in enumerate(counts.tolist()):
+                    if n:
+                        per_owner[part] = per_owner.get(part, 0) + n * self.row_bytes[ntype]
+        for num_bytes in per_owner.values():
+            self.bytes_sent += num_bytes
+            if self.link is not None:
+                self.link.wait(num_bytes)
+
+    def step(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
+        """Train on this worker's share of the global batch ``seeds (B,)``; syncs gradients."""
+        mine = seeds[self.rank::coll.world_size]
+        self.model.train()
+        trees = self._trees(mine, step)
+        self._fetch_remote_rows(trees)
+        z = self.model.partial(trees, self.features)
+        logits = self.model.logits(mine, z, self.features)
+        loss = F.cross_entropy(logits, self.labels[mine], reduction="sum") / len(seeds)
+        self.optimizer.zero_grad(set_to_none=False)
+        loss.backward()
+        self._sync_gradients(coll)
+        self.optimizer.step()
+        correct = int((logits.argmax(1) == self.labels[mine]).sum())
+        return StepStats(loss=float(coll.allreduce(loss.detach().reshape(1))),
+                         num_correct=correct, num_seeds=len(mine))
+
+    def _sync_gradients(self, coll: Collective) -> None:
+        embedding_ids = {id(m.weight) for m in self.model.modules()
+                         if isinstance(m, nn.Embedding)}
+        params = list(self.model.parameters())
+        dense = [p for p in params if id(p) not in embedding_ids]
+        flat = torch.cat([p.grad.reshape(-1) for p in dense])
+        flat = self._allreduce(flat, coll)
+        offset = 0
+        for p in dense:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+        for emb in (p for p in params if id(p) in embedding_ids):
+            self._sync_rows(emb, coll)
+
+    def _sync_rows(self, emb: torch.Tensor, coll: Collective) -> None:
+        rows = torch.nonzero(emb.grad.abs().sum(1)).flatten()
+        sizes = coll.allgather(torch.tensor([len(rows)]))
+        padded = torch.full((int(max(s.item() for s in sizes)),), -1, dtype=torch.int64)
+        padded[:len(rows)] = rows
+        self.bytes_sent += padded.numel() * 8 * (coll.world_size - 1)
+        union = torch.unique(torch.cat(coll.allgather(padded)))
+        union = union[union >= 0]
+        emb.grad[union] = self._allreduce(emb.grad[union].contiguous(), coll)
+
+    def _allreduce(self, tensor: torch.Tensor, coll: Collective) -> torch.Tensor:
+        num_bytes = ring_allreduce_bytes(tensor.numel() * tensor.element_size(), coll.world_size)
+        self.bytes_sent += num_bytes
+        if self.link is not None and num_bytes:
+            self.link.wait(num_bytes)
+        return coll.allreduce(tensor)
+
+    def evaluate(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
+        """Accuracy on this worker's share of ``seeds`` (no traffic counted)."""
+        mine = seeds[self.rank::coll.world_size]
+        self.model.eval()
+        with torch.no_grad():
+            trees = self._trees(mine, step)
+            logits = self.model.logits(mine, self.model.partial(trees, self.features),
+                                       self.features)
+        correct = int((logits.argmax(1) == self.labels[mine]).sum())
+        return StepStats(loss=float(F.cross_entropy(logits, self.labels[mine])),
+                         num_correct=correct, num_seeds=len(mine))
+

@@ -1,0 +1,150 @@
+"""Time real transformer layers (forward + backward) on a local device over a size grid.
+
+Each grid point ``(b, s, h)`` builds one pre-norm transformer layer (``a`` heads, FFN
+``4h``), runs ``warmup`` untimed and ``repeats`` timed forward+backward passes on a
+``float32 (b, s, h)`` input, and records the median next to the analytical prediction::
+
+    analytical = 3 * FLOP_fwd(b, s, h) / (peak_fp32 * eff(b s, h))     (see cost_model)
+
+These records train the RF residual model (:mod:`hetray.planner.rf_model`).
+
+Example:
+    >>> records = run_profile(ProfileConfig(microbatch_sizes=(1,), seq_lens=(16,),
+    ...                                     hidden_sizes=(32,), repeats=1))
+    >>> records[0].kind, records[0].measured_s > 0
+    ('layer', True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from hetray.accel.detect import measure_cpu_spec
+from hetray.accel.specs import AcceleratorSpec
+from hetray.planner.cost_model import efficiency
+from hetray.planner.measurements import Measurement
+from hetray.planner.model_spec import DType, ModelSpec
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProfileConfig:
+    """The measurement grid.
+
+    Attributes:
+        microbatch_sizes: ``b`` values (sequences).
+        seq_lens: ``s`` values (tokens).
+        hidden_sizes: ``h`` values; each must be divisible by ``num_heads``.
+        num_heads: ``a``.
+        repeats: timed runs per point (the median is kept).
+        warmup: untimed runs per point.
+        num_threads: torch intra-op threads while timing (1 keeps timings stable on a shared
+            host; the peak FLOP/s is measured with the same count).
+    """
+
+    microbatch_sizes: tuple[int, ...] = (1, 2, 4, 8)
+    seq_lens: tuple[int, ...] = (32, 64, 128, 256)
+    hidden_sizes: tuple[int, ...] = (64, 128, 256, 512)
+    num_heads: int = 4
+    repeats: int = 5
+    warmup: int = 1
+    num_threads: int = 1
+
+
+class _Layer(nn.Module):
+    """Pre-norm decoder layer: attention (causal) + GELU MLP."""
+
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.qkv, self.out = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.mlp = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(),
+                                 nn.Linear(4 * hidden, hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: float32 (b, s, h) -> float32 (b, s, h)."""
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, s, 3, self.heads, h // self.heads).unbind(2)
+        att = nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        x = x + self.out(att.transpose(1, 2).reshape(b, s, h))
+        return x + self.mlp(self.norm2(x))
+
+
+def time_layer(hidden: int, heads: int, seq: int, batch: int, repeats: int,
+               warmup: int = 1) -> float:
+    """Median seconds of one forward+backward of a fresh layer on the CPU."""
+    layer = _Layer(hidden, heads)
+    x = torch.randn(batch, seq, hidden, requires_grad=True)
+    times = []
+    for i in range(warmup + repeats):
+        start = time.perf_counter()
+        layer(x).sum().backward()
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def layer_model(hidden: int, heads: int, seq: int) -> ModelSpec:
+    """The :class:`ModelSpec` of one profiled layer (fp32, GPT-style MLP)."""
+    return ModelSpec(name=f"profile-h{hidden}", num_layers=1, hidden_size=hidden,
+                     num_heads=heads, num_kv_heads=heads, ffn_size=4 * hidden, gated_mlp=False,
+                     seq_len=seq, vocab_size=1, dtype=DType.FP32)
+
+
+def analytical_layer_s(spec: AcceleratorSpec, model: ModelSpec, batch: float) -> float:
+    """Analytical forward+backward seconds of one layer of ``model`` on ``spec``."""
+    rate = spec.fp32_flops * efficiency(batch * model.seq_len, model.hidden_size)
+    return 3.0 * model.layer_forward_flops(batch) / rate
+
+
+def _matmul_peak_flops(size: int = 512, repeats: int = 5) -> float:
+    """Best fp32 matmul FLOP/s at the current thread count."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    torch.mm(a, b)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * size**3 / best
+
+
+def run_profile(config: ProfileConfig) -> list[Measurement]:
+    """Measure every grid point on this host's CPU; returns one ``layer`` record per point."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(config.num_threads)
+    try:
+        return _run_grid(config)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run_grid(config: ProfileConfig) -> list[Measurement]:
+    spec = dataclasses.replace(measure_cpu_spec(), fp32_flops=_matmul_peak_flops())
+    records = []
+    grid = itertools.product(config.hidden_sizes, config.seq_lens, config.microbatch_sizes)
+    for hidden, seq, batch in grid:
+        model = layer_model(hidden, config.num_heads, seq)
+        measured = time_layer(hidden, config.num_heads, seq, batch, config.repeats,
+                              config.warmup)
+        records.append(Measurement(
+            kind="layer", device_model=spec.model, peak_flops=spec.fp32_flops,
+            memory_bandwidth_bytes_per_s=spec.memory_bandwidth_bytes_per_s, hidden_size=hidden,
+            num_heads=config.num_heads, ffn_size=4 * hidden, seq_len=seq, microbatch_size=batch,
+            analytical_compute_s=analytical_layer_s(spec, model, batch),
+            analytical_s=analytical_layer_s(spec, model, batch), measured_s=measured))
+        logger.debug("profiled h=%d s=%d b=%d: %.3g s", hidden, seq, batch, measured)
+    logger.info("profiled %d grid points on %s", len(records), spec.source)
+    return records

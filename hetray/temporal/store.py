@@ -1,0 +1,214 @@
+"""Versioned memory shards, id routing and Parquet checkpoints (no Ray here).
+
+Glossary: ``P`` shards, ``U`` nodes in a request, ``D`` memory dim.
+
+Node ``n`` lives on shard ``nid2shard(n) = n % P`` at local row ``nid2local(n) = n // P``.
+A shard's *version* counts the batches whose write-back it has applied: version ``v`` holds
+the state after batches ``0 .. v-1``. Every batch writes every shard (possibly with zero
+rows), so all shards move through the same versions. ``read(nodes, min_version)`` may be
+served once ``version >= min_version``; the actor shell in ``actors/memory_store.py`` waits
+for that, and :class:`LocalMemoryStore` (the in-process, ``num_actors=0`` form) serves
+immediately because its writes are synchronous.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from hetray.core.errors import MemoryStoreError
+from hetray.temporal.memory import MemoryConfig, MemoryRows, MemoryUpdate, NodeMemory
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def nid2shard(nodes: np.ndarray, num_shards: int) -> np.ndarray:
+    """Shard of each global node id: int64 (U,)."""
+    return nodes % num_shards
+
+
+def nid2local(nodes: np.ndarray, num_shards: int) -> np.ndarray:
+    """Local row of each global node id on its shard: int64 (U,)."""
+    return nodes // num_shards
+
+
+def shard_rows(num_nodes: int, shard: int, num_shards: int) -> int:
+    """Number of local rows on ``shard``."""
+    return len(range(shard, num_nodes, num_shards))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServedRead:
+    """A shard's answer to a read: the rows plus how long serving took.
+
+    Attributes:
+        rows: the state. serve_s: seconds spent inside the shard.
+    """
+
+    rows: MemoryRows
+    serve_s: float
+
+
+class MemoryShard:
+    """One shard's state and version; the logic every memory-store actor delegates to."""
+
+    def __init__(self, config: MemoryConfig, shard: int, num_shards: int) -> None:
+        self.config = config
+        self.shard = shard
+        self.num_shards = num_shards
+        self.state = NodeMemory(config, shard_rows(config.num_nodes, shard, num_shards))
+        self.version = 0
+
+    def read(self, nodes: np.ndarray) -> ServedRead:
+        """State of global ``nodes`` (all on this shard) at the current version."""
+        start = time.perf_counter()
+        rows = self.state.gather(nid2local(nodes, self.num_shards), self.version)
+        return ServedRead(rows=rows, serve_s=time.perf_counter() - start)
+
+    def write(self, update: MemoryUpdate, version: int) -> float:
+        """Apply batch ``version - 1``'s update; returns seconds spent.
+
+        Raises:
+            MemoryStoreError: ``version`` is not ``self.version + 1``.
+        """
+        if version != self.version + 1:
+            raise MemoryStoreError(self.shard, f"write of version {version} arrived at version "
+                                               f"{self.version}; writes must be consecutive")
+        start = time.perf_counter()
+        self.state.apply(nid2local(update.nodes, self.num_shards), update)
+        self.version = version
+        return time.perf_counter() - start
+
+    def reset(self) -> None:
+        """Zero the state, keeping the version."""
+        self.state.reset()
+
+    def checkpoint(self, path: Path) -> None:
+        """Write state and version to one Parquet file atomically (temp file + rename)."""
+        st = self.state
+        cols = {
+            "memory": _fixed(st.memory), "mem_ts": pa.array(st.mem_ts),
+            "mail": _fixed(st.mail.reshape(st.num_rows, -1)), "mail_ts": _fixed(st.mail_ts),
+            "next_mail": pa.array(st.next_mail),
+        }
+        meta = {b"version": str(self.version).encode(), b"shard": str(self.shard).encode()}
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(pa.table(cols).replace_schema_metadata(meta), tmp)
+        tmp.replace(path)
+
+    @classmethod
+    def restore(cls, config: MemoryConfig, shard: int, num_shards: int,
+                path: Path) -> MemoryShard:
+        """A shard rebuilt from :meth:`checkpoint`'s file."""
+        table = pq.read_table(path)
+        out = cls(config, shard, num_shards)
+        st = out.state
+        st.memory[:] = _unfixed(table, "memory", st.memory.shape)
+        st.mem_ts[:] = table.column("mem_ts").to_numpy()
+        st.mail[:] = _unfixed(table, "mail", st.mail.shape)
+        st.mail_ts[:] = _unfixed(table, "mail_ts", st.mail_ts.shape)
+        st.next_mail[:] = table.column("next_mail").to_numpy()
+        out.version = int(table.schema.metadata[b"version"])
+        return out
+
+
+def _fixed(matrix: np.ndarray) -> pa.FixedSizeListArray:
+    return pa.FixedSizeListArray.from_arrays(pa.array(matrix.reshape(-1)), matrix.shape[1])
+
+
+def _unfixed(table: pa.Table, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    flat = table.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return flat.reshape(shape)
+
+
+def split_update(update: MemoryUpdate, num_shards: int) -> list[MemoryUpdate]:
+    """The part of ``update`` each shard owns, in shard order."""
+    owner = nid2shard(update.nodes, num_shards)
+    return [update.select(owner == s) for s in range(num_shards)]
+
+
+def merge_reads(nodes: np.ndarray, parts: list[MemoryRows], num_shards: int) -> MemoryRows:
+    """Reassemble per-shard reads of ``nodes`` (shard ``s`` read ``nodes[owner == s]``)."""
+    owner = nid2shard(nodes, num_shards)
+    first = parts[0]
+    memory = np.empty((len(nodes), *first.memory.shape[1:]), np.float32)
+    mem_ts = np.empty(len(nodes), np.float64)
+    mail = np.empty((len(nodes), *first.mail.shape[1:]), np.float32)
+    mail_ts = np.empty((len(nodes), *first.mail_ts.shape[1:]), np.float64)
+    for s, part in enumerate(parts):
+        sel = owner == s
+        memory[sel], mem_ts[sel], mail[sel], mail_ts[sel] = (
+            part.memory, part.mem_ts, part.mail, part.mail_ts)
+    return MemoryRows(memory=memory, mem_ts=mem_ts, mail=mail, mail_ts=mail_ts,
+                      version=min(p.version for p in parts))
+
+
+class Done(Generic[T]):
+    """An already-finished pending result (the in-process form of an ObjectRef)."""
+
+    def __init__(self, value: T) -> None:
+        self._value = value
+
+    def result(self) -> T:
+        """The value."""
+        return self._value
+
+
+class LocalMemoryStore:
+    """All shards in this process; the same API as ``MemoryStoreGroup`` (``num_actors=0``)."""
+
+    def __init__(self, config: MemoryConfig, num_shards: int = 1) -> None:
+        self.config = config
+        self.num_shards = num_shards
+        self.shards = [MemoryShard(config, s, num_shards) for s in range(num_shards)]
+        self.serve_s = 0.0
+        self.write_s = 0.0
+
+    @property
+    def version(self) -> int:
+        """Current version (all shards agree)."""
+        return min(s.version for s in self.shards)
+
+    def read(self, nodes: np.ndarray, min_version: int) -> Done[MemoryRows]:
+        """State of ``nodes`` (int64 (U,)); ``min_version`` must already be reached.
+
+        Raises:
+            MemoryStoreError: the version is below ``min_version`` (nothing could ever write it).
+        """
+        start = time.perf_counter()
+        if self.version < min_version:
+            raise MemoryStoreError(-1, f"read needs version {min_version}, store is at "
+                                       f"{self.version} and writes are synchronous")
+        owner = nid2shard(nodes, self.num_shards)
+        served = [sh.read(nodes[owner == sh.shard]) for sh in self.shards]
+        rows = merge_reads(nodes, [s.rows for s in served], self.num_shards)
+        self.serve_s = time.perf_counter() - start
+        return Done(rows)
+
+    def write(self, update: MemoryUpdate, version: int) -> Done[float]:
+        """Apply an update as ``version`` on every shard; returns seconds spent."""
+        parts = split_update(update, self.num_shards)
+        spent = sum(sh.write(p, version) for sh, p in zip(self.shards, parts, strict=True))
+        self.write_s = spent
+        return Done(spent)
+
+    def stage_seconds(self) -> tuple[float, float]:
+        """Seconds of the latest read and write."""
+        return self.serve_s, self.write_s
+
+    def reset(self) -> None:
+        """Zero every shard (start of an epoch)."""
+        for shard in self.shards:
+            shard.reset()
+
+    def drain(self) -> list[str]:
+        """Nothing is in flight locally; returns no recovery notes."""
+        return []

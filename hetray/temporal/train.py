@@ -1,0 +1,121 @@
+"""One training or evaluation step of a memory-based TGNN, and link-prediction metrics.
+
+Glossary: ``B`` events per batch, ``R = 3B`` roots, ``U`` fetched nodes, ``K`` neighbours.
+
+A step is stage 4 of MSPipe: it takes a sampled batch and the memory rows read for it,
+runs the model, and returns the write-back (stage 5's input) as a
+:class:`~hetray.temporal.memory.MemoryUpdate`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from sklearn.metrics import average_precision_score, roc_auc_score
+from torch import nn
+
+from hetray.temporal.batches import SampledBatch
+from hetray.temporal.memory import MemoryRows, MemoryUpdate, build_update
+from hetray.temporal.models import MemoryTGNN, ModelInputs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepResult:
+    """What a step produced.
+
+    Attributes:
+        loss: mean BCE loss (0 in evaluation). update: the write-back.
+        pos_score, neg_score: float64 (B,) sigmoid scores. step_s: seconds spent.
+    """
+
+    loss: float
+    update: MemoryUpdate
+    pos_score: np.ndarray
+    neg_score: np.ndarray
+    step_s: float
+
+
+def _tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing ``array``'s memory, copying only read-only arrays (Ray hands those)."""
+    return torch.from_numpy(np.require(array, requirements="W"))
+
+
+def to_inputs(batch: SampledBatch, rows: MemoryRows, memory: np.ndarray) -> ModelInputs:
+    """Tensors for the model; ``memory`` float32 (U, D) may be a mitigated copy of rows'."""
+    t = batch.t
+    root_t = torch.from_numpy(np.concatenate([t, t, t]))
+    nbr_dt = root_t[:, None].numpy() - batch.nbrs.t
+    num_roots, k = batch.nbr_idx.shape
+    feat = batch.nbr_feat if batch.nbr_feat.ndim == 3 else \
+        np.zeros((num_roots, k, batch.edge_feat.shape[1]), np.float32)
+    return ModelInputs(
+        memory=_tensor(memory), mem_ts=_tensor(rows.mem_ts),
+        mail=_tensor(rows.mail), mail_ts=_tensor(rows.mail_ts),
+        root_idx=_tensor(batch.root_idx), root_t=root_t,
+        nbr_idx=_tensor(batch.nbr_idx), nbr_mask=_tensor(batch.nbrs.mask),
+        nbr_dt=_tensor(nbr_dt.astype(np.float32)), nbr_feat=_tensor(feat))
+
+
+def _update_of(batch: SampledBatch, new_memory: torch.Tensor,
+               new_mem_ts: torch.Tensor) -> MemoryUpdate:
+    return build_update(batch.src, batch.dst, batch.t, batch.edge_feat,
+                        new_memory.numpy(), new_mem_ts.numpy())
+
+
+def train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer, batch: SampledBatch,
+               rows: MemoryRows, memory: np.ndarray) -> StepResult:
+    """Forward, BCE loss on positives and negatives, backward, optimizer step."""
+    start = time.perf_counter()
+    model.train()
+    out = model(to_inputs(batch, rows, memory))
+    loss_fn = nn.BCEWithLogitsLoss()
+    loss = loss_fn(out.pos_logit, torch.ones_like(out.pos_logit)) + \
+        loss_fn(out.neg_logit, torch.zeros_like(out.neg_logit))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return StepResult(loss=float(loss), update=_update_of(batch, out.new_memory, out.new_mem_ts),
+                      pos_score=torch.sigmoid(out.pos_logit).detach().double().numpy(),
+                      neg_score=torch.sigmoid(out.neg_logit).detach().double().numpy(),
+                      step_s=time.perf_counter() - start)
+
+
+@torch.no_grad()
+def eval_step(model: MemoryTGNN, batch: SampledBatch, rows: MemoryRows,
+              memory: np.ndarray) -> StepResult:
+    """Score a batch without gradients (memory is still written back, as in TGN)."""
+    start = time.perf_counter()
+    model.eval()
+    out = model(to_inputs(batch, rows, memory))
+    return StepResult(loss=0.0, update=_update_of(batch, out.new_memory, out.new_mem_ts),
+                      pos_score=torch.sigmoid(out.pos_logit).double().numpy(),
+                      neg_score=torch.sigmoid(out.neg_logit).double().numpy(),
+                      step_s=time.perf_counter() - start)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkMetrics:
+    """Average precision and ROC AUC (fractions in [0, 1]) over ``num_events`` positives."""
+
+    ap: float
+    auc: float
+    num_events: int
+
+
+def link_metrics(pos: np.ndarray, neg: np.ndarray) -> LinkMetrics:
+    """AP and AUC of positives ``pos`` (P,) against negatives ``neg`` (P,).
+
+    Example:
+        >>> import numpy as np
+        >>> link_metrics(np.array([0.9, 0.8]), np.array([0.1, 0.2])).ap
+        1.0
+    """
+    if len(pos) == 0:
+        return LinkMetrics(ap=float("nan"), auc=float("nan"), num_events=0)
+    scores = np.concatenate([pos, neg])
+    labels = np.concatenate([np.ones(len(pos)), np.zeros(len(neg))])
+    return LinkMetrics(ap=float(average_precision_score(labels, scores)),
+                       auc=float(roc_auc_score(labels, scores)), num_events=len(pos))

@@ -1,0 +1,99 @@
+"""Sampler against brute force, memory write-back rules, shards, checkpoints, staleness choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hetray.core.errors import MemoryStoreError
+from hetray.temporal.memory import MemoryConfig, build_update, mitigate_stale
+from hetray.temporal.mspipe import PipelineConfig, PipelineMode, StageClock, choose_staleness
+from hetray.temporal.sampler import TemporalCSR, negative_destinations
+from hetray.temporal.store import LocalMemoryStore, MemoryShard
+
+
+def _brute_recent(src, dst, t, root, time, k):
+    rows = [(t[e], dst[e] if src[e] == root else src[e], e)
+            for e in range(len(src)) if root in (src[e], dst[e]) and t[e] < time]
+    rows = sorted(rows, key=lambda r: (r[0], r[2]))
+    return [r[1] for r in rows[-k:]] if k else []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 8), st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7),
+                                             st.integers(0, 20)), min_size=1, max_size=40),
+       st.integers(1, 4))
+def test_recent_sampler_matches_brute_force(num_nodes, edges, k):
+    edges = sorted(((s % num_nodes, d % num_nodes, t) for s, d, t in edges), key=lambda e: e[2])
+    src, dst, t = (np.array(c) for c in zip(*edges, strict=True))
+    csr = TemporalCSR.build(src, dst, t.astype(float), num_nodes)
+    roots = np.arange(num_nodes)
+    for time in (0.0, 5.5, 10.0, 25.0):
+        nbrs = csr.sample_recent(roots, np.full(num_nodes, time), k)
+        for r in roots:
+            got = sorted(nbrs.node[r][nbrs.mask[r]].tolist())
+            assert got == sorted(_brute_recent(src, dst, t, r, time, k))
+
+
+def test_negatives_reproducible_per_stream():
+    a = negative_destinations(50, 10, 0, (1, 2))
+    assert np.array_equal(a, negative_destinations(50, 10, 0, (1, 2)))
+    assert not np.array_equal(a, negative_destinations(50, 10, 0, (1, 3)))
+    assert a.min() >= 0
+    assert a.max() < 10
+
+
+def test_build_update_last_writer_wins_and_mail_layout():
+    mem = np.arange(8, dtype=np.float32).reshape(4, 2)  # rows: src0, src1, dst0, dst1
+    up = build_update(np.array([5, 6]), np.array([6, 7]), np.array([1.0, 2.0]),
+                      np.array([[9.0], [8.0]], np.float32), mem, np.array([0.5, 1.5, 0.7, 1.7]))
+    assert up.nodes.tolist() == [5, 6, 7]
+    # node 6 is src of event 1 (row 1) and dst of event 0 (row 2): the later row (dst0) wins
+    assert up.memory[1].tolist() == mem[2].tolist()
+    assert up.mail[0].tolist() == [*mem[0], *mem[2], 9.0]
+    assert up.mail_ts.tolist() == [1.0, 1.0, 2.0]
+
+
+def test_mitigation_only_touches_stale_rows_with_fresher_similar():
+    memory = np.array([[0.0], [10.0], [20.0]], np.float32)
+    mem_ts = np.array([5.0, 9.0, 1.0])
+    stale = np.array([True, True, False])
+    similar = np.array([[1, 2], [0, -1], [0, 1]])
+    out = mitigate_stale(memory, mem_ts, stale, similar, lam=0.5)
+    assert out[:, 0].tolist() == [5.0, 10.0, 20.0]
+
+
+def test_shard_versions_and_checkpoint(tmp_path):
+    cfg = MemoryConfig(num_nodes=10, memory_dim=3, edge_feat_dim=1, mailbox_size=2)
+    shard = MemoryShard(cfg, 1, 3)
+    up = build_update(np.array([1]), np.array([4]), np.array([2.0]), np.ones((1, 1), np.float32),
+                      np.ones((2, 3), np.float32), np.zeros(2))
+    with pytest.raises(MemoryStoreError, match="consecutive"):
+        shard.write(up, 2)
+    shard.write(up, 1)
+    shard.checkpoint(tmp_path / "s.parquet")
+    back = MemoryShard.restore(cfg, 1, 3, tmp_path / "s.parquet")
+    assert back.version == 1
+    got = back.read(np.array([1, 4, 7])).rows
+    assert got.memory[:2].tolist() == [[1, 1, 1]] * 2
+    assert got.memory[2].tolist() == [0, 0, 0]
+    assert got.mail_ts[:, 0].tolist() == [2.0, 2.0, 0.0]
+
+
+def test_local_store_refuses_unreachable_version():
+    store = LocalMemoryStore(MemoryConfig(num_nodes=4, memory_dim=2), num_shards=2)
+    with pytest.raises(MemoryStoreError, match="needs version 1"):
+        store.read(np.array([0]), 1)
+
+
+def test_staleness_choice():
+    clock = StageClock()
+    assert choose_staleness(PipelineConfig(), clock) == 1
+    for stage, s in (("fetch", 0.03), ("write", 0.02), ("train", 0.01)):
+        clock.observe(stage, s)
+    assert choose_staleness(PipelineConfig(), clock) == 4  # clipped to max_staleness
+    assert choose_staleness(PipelineConfig(max_staleness=8), clock) == 5
+    assert choose_staleness(PipelineConfig(mode=PipelineMode.SEQUENTIAL), clock) == 0
+    assert choose_staleness(PipelineConfig(auto_staleness=False, staleness=2), clock) == 2
