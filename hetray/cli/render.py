@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from hetray.accel.detect import LocalDevice
 from hetray.cluster.from_ray import NodeResources
 from hetray.cluster.spec import ClusterSpec
+from hetray.core.units import bytes_per_s_to_gbit_per_s
 
 _TERA = 1e12
 _GIGA = 1e9
@@ -74,10 +75,10 @@ def spec_summary(spec: ClusterSpec) -> str:
     for cluster in spec.clusters:
         for label, link in (("intra-node", cluster.intra_node), ("inter-node", cluster.inter_node)):
             link_rows.append([cluster.name, label, f"{link.latency_s * 1e6:g}",
-                              f"{link.bandwidth_bytes_per_s * 8 / _GIGA:g}"])
+                              f"{bytes_per_s_to_gbit_per_s(link.bandwidth_bytes_per_s):g}"])
     for entry in spec.cross_cluster_links:
         link_rows.append(["<->".join(entry.clusters), "cross-cluster",
                           f"{entry.link.latency_s * 1e6:g}",
-                          f"{entry.link.bandwidth_bytes_per_s * 8 / _GIGA:g}"])
+                          f"{bytes_per_s_to_gbit_per_s(entry.link.bandwidth_bytes_per_s):g}"])
     links = table(["where", "link", "latency us", "Gbit/s"], link_rows)
     return f"{spec.name}: {spec.num_devices} devices\n{groups}\n\n{links}"

@@ -29,7 +29,7 @@ from hetray.accel.detect import CPU_MODEL
 from hetray.accel.specs import REGISTRY
 from hetray.cluster.spec import Cluster, ClusterSpec, CrossClusterLink, LinkSpec, NodeGroup
 from hetray.core.errors import ConfigError
-from hetray.core.units import GIGA, gbit_per_s_to_bytes_per_s
+from hetray.core.units import bytes_per_s_to_gbit_per_s, gbit_per_s_to_bytes_per_s
 
 SCHEMA_VERSION = 1
 _TOP_KEYS = ("schema_version", "name", "clusters", "cross_cluster_links")
@@ -218,7 +218,7 @@ def _first_line(err: Exception) -> str:
 def _link_dict(link: LinkSpec) -> dict[str, float]:
     return {
         "latency_s": link.latency_s,
-        "bandwidth_gbit_per_s": link.bandwidth_bytes_per_s * 8.0 / GIGA,
+        "bandwidth_gbit_per_s": bytes_per_s_to_gbit_per_s(link.bandwidth_bytes_per_s),
     }
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from hetray.cluster.spec import LinkSpec
 from hetray.core.errors import ConfigError
+from hetray.core.units import gbit_per_s_to_bytes_per_s
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def _sleep(delay_s: float) -> float:
 
 def ten_gbit_link() -> LinkSpec:
     """The regime Heta targets: 10 Gbit/s, 50 us per message."""
-    return LinkSpec(latency_s=50e-6, bandwidth_bytes_per_s=10e9 / 8)
+    return LinkSpec(latency_s=50e-6, bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(10.0))
 
 
 def ring_allreduce_bytes(num_bytes: int, world_size: int) -> int:

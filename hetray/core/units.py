@@ -19,6 +19,11 @@ def gbit_per_s_to_bytes_per_s(gbit_per_s: float) -> float:
     return gbit_per_s * GIGA / 8.0
 
 
+def bytes_per_s_to_gbit_per_s(bytes_per_s: float) -> float:
+    """Convert bytes/s to a link rate in Gbit/s (inverse of :func:`gbit_per_s_to_bytes_per_s`)."""
+    return bytes_per_s * 8.0 / GIGA
+
+
 def gbyte_per_s_to_bytes_per_s(gbyte_per_s: float) -> float:
     """Convert a rate in GB/s (10^9 byte/s) to bytes/s."""
     return gbyte_per_s * GIGA

@@ -70,7 +70,7 @@ class StageCost:
         forward_s: forward of one micro-batch through the whole stage, tp collectives included.
         backward_s: backward, same convention.
         tp_comm_s: the tensor-parallel all-reduce share of ``forward_s + backward_s``.
-        p2p_s: sending one micro-batch's activation to the next stage (0 for the last).
+        hop: the activation hop to the next stage (None for the last).
         link_class: link class to the next stage (None for the last).
         dp_allreduce_s: gradient all-reduce per iteration.
         optimizer_s: optimizer step per iteration.
@@ -82,13 +82,18 @@ class StageCost:
     forward_s: float
     backward_s: float
     tp_comm_s: float
-    p2p_s: float
+    hop: Transfer | None
     link_class: LinkClass | None
     dp_allreduce_s: float
     optimizer_s: float
     memory_bytes: float
     capacity_bytes: float
     throughput_flops: float
+
+    @property
+    def p2p_s(self) -> float:
+        """Seconds to send one micro-batch's activation to the next stage (0 for the last)."""
+        return self.hop.time_s if self.hop is not None else 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,15 +200,15 @@ def _stage_cost(plan: Plan, cluster: ClusterSpec, model: ModelSpec, index: int) 
     params = stage_params(model, stage, index == 0, last) / stage.tp
     dp_link = intra if len(group.nodes(per_node)) == 1 else cluster.link(
         group.cluster, group.cluster, LinkClass.INTER_NODE)
-    p2p_s, link_class = 0.0, None
+    hop, link_class = None, None
     if not last:
         link_class, link = link_between(cluster, group, plan.stages[index + 1].devices, per_node)
-        p2p_s = _transfer(plan, model, index, link_class, link).time_s
+        hop = _transfer(plan, model, index, link_class, link)
     backward = (3.0 if plan.recompute else 2.0) * fwd + (2 if plan.recompute else 1) * tp_comm
     return StageCost(
         forward_s=fwd + tp_comm, backward_s=backward, tp_comm_s=3.0 * tp_comm if plan.recompute
         else 2.0 * tp_comm,
-        p2p_s=p2p_s, link_class=link_class,
+        hop=hop, link_class=link_class,
         dp_allreduce_s=allreduce_s(params * model.dtype.num_bytes, stage.dp, dp_link),
         optimizer_s=OPTIMIZER_BYTES_PER_PARAM * params / spec.memory_bandwidth_bytes_per_s,
         memory_bytes=STATE_BYTES_PER_PARAM * params,  # activations added after simulation
@@ -222,12 +227,7 @@ def _transfer(plan: Plan, model: ModelSpec, index: int, link_class: LinkClass,
 def _timings(plan: Plan, cluster: ClusterSpec, model: ModelSpec,
              stages: list[StageCost]) -> PipelineTimings:
     p = len(plan.stages)
-    hops = []
-    for i in range(p - 1):
-        per_node = _per_node(cluster, plan.stages[i].devices)
-        kind, link = link_between(cluster, plan.stages[i].devices, plan.stages[i + 1].devices,
-                                  per_node)
-        hops.append(_transfer(plan, model, i, kind, link))
+    hops = [stage.hop for stage in stages[:-1] if stage.hop is not None]
     wrap = hops[0] if hops else Transfer(latency_s=0.0, bytes_per_s=1.0, num_bytes=0.0)
     if p > 2:
         kind, link = link_between(cluster, plan.stages[-1].devices, plan.stages[0].devices,
