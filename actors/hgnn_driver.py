@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -128,9 +128,13 @@ class HgnnDriver:
         self.batches = self._batches(self.epoch)
         return report
 
-    def link_delay_s(self) -> float:
-        """Emulated network seconds summed over holders."""
-        return sum(c["link_delay_s"] for c in self.group.execute("counters"))
+    def counters(self) -> dict[str, float]:
+        """Holder counters (bytes, emulated link seconds, cache hits ...) summed over holders."""
+        total: dict[str, float] = {}
+        for part in self.group.execute("counters"):
+            for key, value in part.items():
+                total[key] = total.get(key, 0.0) + value
+        return total
 
     def accuracy(self, ids: torch.Tensor, batch_size: int = 1024) -> float:
         """Accuracy (fraction) on target ids ``ids`` with the current parameters."""
@@ -154,6 +158,8 @@ class TrainResult:
         val_acc: validation accuracy (fraction).
         test_acc: test accuracy (fraction).
         link_delay_s: emulated network seconds summed over holders.
+        counters: every holder counter summed over holders (``bytes_sent``,
+            ``link_delay_s``, and ``cache_*`` for a vanilla run with a cache).
     """
 
     epochs: tuple[EpochReport, ...]
@@ -161,12 +167,13 @@ class TrainResult:
     val_acc: float
     test_acc: float
     link_delay_s: float
+    counters: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         """JSON-ready dict (epochs as dicts)."""
         return {"epochs": [asdict(e) for e in self.epochs], "train_acc": self.train_acc,
                 "val_acc": self.val_acc, "test_acc": self.test_acc,
-                "link_delay_s": self.link_delay_s}
+                "link_delay_s": self.link_delay_s, "counters": self.counters}
 
 
 def train_distributed(hg: HeteroGraph, config: HolderConfig, *, checkpoint_dir: Path,
@@ -185,7 +192,8 @@ def train_distributed(hg: HeteroGraph, config: HolderConfig, *, checkpoint_dir: 
             reports.append(driver.run_epoch(on_step))
             if on_epoch is not None:
                 on_epoch(reports[-1])
+        counters = driver.counters()
         return TrainResult(epochs=tuple(reports), train_acc=driver.accuracy(hg.train_idx),
                            val_acc=driver.accuracy(hg.val_idx),
                            test_acc=driver.accuracy(hg.test_idx),
-                           link_delay_s=driver.link_delay_s())
+                           link_delay_s=counters["link_delay_s"], counters=counters)

@@ -127,18 +127,24 @@ class _PendingRead:
                                                                     strict=True)]
 
     def result(self) -> MemoryRows:
-        served: list[ServedRead] = []
-        for shard, ref in enumerate(self.refs):
-            try:
-                served.append(ray.get(ref))
-            except RayActorError:
-                self.group.recover(shard, self.actors[shard])
-                retry = self.group.actors[shard].read.remote(self.parts[shard], self.min_version)
-                served.append(ray.get(retry))
+        try:
+            served: list[ServedRead] = ray.get(self.refs)
+        except RayActorError:
+            served = [self._recovered(shard, ref) for shard, ref in enumerate(self.refs)]
         start = time.perf_counter()
         rows = merge_reads(self.nodes, [s.rows for s in served], self.group.num_shards)
         self.group.fetch_s = max(s.serve_s for s in served) + time.perf_counter() - start
         return rows
+
+
+    def _recovered(self, shard: int, ref: ray.ObjectRef) -> ServedRead:
+        """Shard ``shard``'s answer, restarting it from its checkpoint if it died."""
+        try:
+            return ray.get(ref)
+        except RayActorError:
+            self.group.recover(shard, self.actors[shard])
+            return ray.get(self.group.actors[shard].read.remote(self.parts[shard],
+                                                                 self.min_version))
 
 
 class _PendingWrite:

@@ -25,7 +25,7 @@ from ray.util.placement_group import PlacementGroup, remove_placement_group
 
 from hetray.core.errors import PartitionHolderError
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.holder import HolderConfig, HolderCore
+from hetray.hgnn.holder import HolderConfig, HolderCore, shared_owners
 from hetray.hgnn.raf import StepStats
 
 logger = logging.getLogger(__name__)
@@ -56,12 +56,13 @@ class PartitionHolder:
         config: shared holder config.
         part_id: this holder's partition (= collective rank).
         num_threads: torch intra-op threads.
+        owners: vanilla's node partition, the same for every holder (None for RAF).
     """
 
     def __init__(self, hg: HeteroGraph, config: HolderConfig, part_id: int,
-                 num_threads: int) -> None:
+                 num_threads: int, owners: dict[str, torch.Tensor] | None) -> None:
         torch.set_num_threads(num_threads)
-        self.core = HolderCore(hg, config, part_id)
+        self.core = HolderCore(hg, config, part_id, owners)
         self.part_id = part_id
         self.coll: _RayCollective | None = None
 
@@ -124,9 +125,11 @@ class PartitionHolderGroup:
     Use :meth:`create`; call :meth:`shutdown` (or use it as a context manager).
     """
 
-    def __init__(self, *, graph_ref: ray.ObjectRef, config: HolderConfig,
-                 group: PlacementGroup, num_cpus: float, checkpoint_dir: Path) -> None:
+    def __init__(self, *, graph_ref: ray.ObjectRef, owners_ref: ray.ObjectRef,
+                 config: HolderConfig, group: PlacementGroup, num_cpus: float,
+                 checkpoint_dir: Path) -> None:
         self.graph_ref = graph_ref
+        self.owners_ref = owners_ref
         self.config = config
         self.placement = group
         self.num_cpus = num_cpus
@@ -138,11 +141,12 @@ class PartitionHolderGroup:
     def create(cls, hg: HeteroGraph, config: HolderConfig, *, checkpoint_dir: Path,
                num_cpus: float = 1.0, timeout_s: float | None = None) -> PartitionHolderGroup:
         """Reserve one bundle per holder (SPREAD), start the holders, form the collective."""
+        owners_ref = ray.put(shared_owners(hg, config))  # once: METIS is not deterministic
         bundles = [{"CPU": num_cpus}] * config.num_partitions
         group = reserve(bundles, strategy="SPREAD", timeout_s=timeout_s)
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        self = cls(graph_ref=ray.put(hg), config=config, group=group, num_cpus=num_cpus,
-                   checkpoint_dir=checkpoint_dir)
+        self = cls(graph_ref=ray.put(hg), owners_ref=owners_ref, config=config, group=group,
+                   num_cpus=num_cpus, checkpoint_dir=checkpoint_dir)
         try:
             self._start()
         except BaseException:
@@ -156,7 +160,7 @@ class PartitionHolderGroup:
         self.holder_actors = [
             holder_cls.options(**remote_options(self.num_cpus),
                                **bundle_options(self.placement, k)).remote(
-                self.graph_ref, self.config, k, threads)
+                self.graph_ref, self.config, k, threads, self.owners_ref)
             for k in range(self.config.num_partitions)]
         name = f"hetray-hgnn-{uuid.uuid4().hex[:8]}-{self.generation}"
         self._get([a.join_group.remote(name, "gloo") for a in self.holder_actors])

@@ -88,7 +88,8 @@ def run_hgnn(hg: HeteroGraph, config: HolderConfig, *, num_cpus: float, cache_mb
               help="Neighbours per relation per level, root level first.")
 @click.option("--lr", type=float, default=0.01, show_default=True)
 @click.option("--cache-mb", type=click.FloatRange(min=0), default=0.0,
-              help="Also compare hetero-aware vs type-agnostic caches at this budget.")
+              help="Compare hetero-aware vs type-agnostic caches at this budget; vanilla "
+              "also caches remote rows (Heta's policy) within it.")
 @click.option("--link-gbps", type=click.FloatRange(min=0), default=0.0,
               help="Emulate a network of this bandwidth for cross-holder bytes (0: none).")
 @click.option("--link-latency-us", type=click.FloatRange(min=0), default=50.0,
@@ -121,7 +122,8 @@ def _train_hgnn(*, dataset: str, conv: str, partitions: int, mode: str, epochs: 
     model = ModelConfig(conv=ConvKind(conv), hidden_dim=hidden_dim, fanouts=fanouts)
     config = HolderConfig(
         mode=Mode(mode), num_partitions=partitions, link=link,
-        train=TrainConfig(model=model, batch_size=batch_size, lr=lr, epochs=epochs))
+        train=TrainConfig(model=model, batch_size=batch_size, lr=lr, epochs=epochs),
+        cache_bytes=int(cache_mb * 2**20) if Mode(mode) is Mode.VANILLA else 0)
     hg = load_dataset(dataset)
     runtime.connect(address)
     result = run_hgnn(hg, config, num_cpus=num_cpus, cache_mb=cache_mb, progress=True)

@@ -196,6 +196,11 @@ def demo(address: str | None, ship_project: bool) -> None:
     from hetray.cli.tgnn import demo_mspipe
 
     demo_mspipe()
+    click.echo()
+    click.echo("== LLM pipeline: Virtual-1F1B on stage actors, slow link (hetray train llm) ==")
+    from hetray.cli.llm import demo_llm
+
+    demo_llm()
 
 
 def main() -> None:
@@ -205,13 +210,17 @@ def main() -> None:
 
 def _register_subcommands() -> None:
     from hetray.cli.hgnn import train
+    from hetray.cli.llm import llm
     from hetray.cli.plan import plan_command, profile_command
     from hetray.cli.tgnn import tgnn
+    from hetray.cli.tune import report_command, tune_command
 
     tgnn.callback = handle_errors(tgnn.callback)
     train.add_command(tgnn)
+    llm.callback = handle_errors(llm.callback)
+    train.add_command(llm)
     cli.add_command(train)
-    for command in (plan_command, profile_command):
+    for command in (plan_command, profile_command, tune_command, report_command):
         command.callback = handle_errors(command.callback)
         cli.add_command(command)
 

@@ -69,6 +69,8 @@ def summary(report: FitReport) -> dict[str, Any]:
         "staleness_histogram": {str(k): v for k, v in sorted(report.staleness.items())},
         "stage_ms": {s: 1000 * report.clock.means.get(s, 0.0) for s in STAGES},
         "recoveries": report.recoveries,
+        "val_ap_by_epoch": report.val_history,
+        "best_epoch": report.best_epoch,
     }
 
 
@@ -98,6 +100,8 @@ def _print(out: dict[str, Any]) -> None:
         m = out[name]
         if m is not None:
             click.echo(f"{name:>15}: AP {m['ap']:.4f}  AUC {m['auc']:.4f}  ({m['events']} events)")
+    click.echo(f"tested epoch {out['best_epoch']} (validation AP by epoch: "
+               f"{', '.join(f'{ap:.4f}' for ap in out['val_ap_by_epoch'])})")
     click.echo(f"training throughput: {out['train_events_per_s']:.0f} events/s")
     hist = ", ".join(f"k={k}: {v}" for k, v in out["staleness_histogram"].items())
     click.echo(f"observed staleness (iterations): {hist}")
@@ -117,7 +121,11 @@ def _print(out: dict[str, Any]) -> None:
               default="mspipe", show_default=True)
 @click.option("--staleness", default="auto", show_default=True, callback=_staleness,
               help="'auto' (minimal non-stalling k, chosen per iteration) or a fixed k.")
-@click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--epochs", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Epochs (the most, with --patience).")
+@click.option("--patience", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Stop after this many epochs without a better validation AP and test the "
+                   "best epoch's parameters (0: train every epoch).")
 @click.option("--batch-size", default=600, show_default=True, type=click.IntRange(min=1))
 @click.option("--lr", default=1e-4, show_default=True, type=click.FloatRange(min=0, min_open=True))
 @click.option("--memory-dim", default=100, show_default=True, type=click.IntRange(min=2))
@@ -129,9 +137,9 @@ def _print(out: dict[str, Any]) -> None:
 @click.option("--address", default=None, metavar="ADDRESS",
               help="Ray to use (mspipe): omit for an embedded local Ray, 'auto', host:port "
                    "or ray://host:port.")
-def tgnn(dataset: str, kind: str, mode: str, staleness: int, epochs: int, batch_size: int,
-         lr: float, memory_dim: int, shards: int, checkpoint_dir: str, json_out: Path | None,
-         address: str | None) -> None:
+def tgnn(dataset: str, kind: str, mode: str, staleness: int, epochs: int, patience: int,
+         batch_size: int, lr: float, memory_dim: int, shards: int, checkpoint_dir: str,
+         json_out: Path | None, address: str | None) -> None:
     """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
     events = load_dataset(dataset)
     if PipelineMode(mode) == PipelineMode.MSPIPE:
@@ -141,7 +149,8 @@ def tgnn(dataset: str, kind: str, mode: str, staleness: int, epochs: int, batch_
     click.echo(f"{events.source}: {events.num_events} events, {events.num_nodes} nodes; "
                f"{kind} with {mode}, staleness {'auto' if staleness < 0 else staleness}")
     out = run(events, kind=ModelKind(kind), mode=PipelineMode(mode), staleness=staleness,
-              train_cfg=TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr),
+              train_cfg=TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr,
+                                    patience=patience),
               memory_dim=memory_dim, num_shards=shards, checkpoint_dir=checkpoint_dir)
     _print(out)
     if json_out is not None:

@@ -166,3 +166,45 @@ class MemoryStoreError(HetrayError, RuntimeError):
 
     def __str__(self) -> str:
         return f"memory-store shard {self.shard} failed: {self.cause}"
+
+
+class StageFailedError(HetrayError, RuntimeError):
+    """A pipeline stage actor died or failed a step; names the stage, its replica and the cause."""
+
+    def __init__(self, stage: int, replica: int, cause: str) -> None:
+        super().__init__(stage, replica, cause)
+        self.stage = stage
+        self.replica = replica
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return (f"pipeline stage {self.stage} replica {self.replica} failed: {self.cause}. "
+                "recover() restarts the stage actors from the last completed step")
+
+
+class PipelineRecvTimeoutError(HetrayError, TimeoutError):
+    """A pipeline stage waited too long for a message; names the receiver, the message, the wait."""
+
+    def __init__(self, receiver: str, message: str, timeout_s: float) -> None:
+        super().__init__(receiver, message, timeout_s)
+        self.receiver = receiver
+        self.message = message
+        self.timeout_s = timeout_s
+
+    def __str__(self) -> str:
+        return (f"{self.receiver} waited {self.timeout_s:g} s for {self.message} without it "
+                "arriving: the sending stage failed or stalls; check its errors, or raise the "
+                "transport's recv timeout_s for very slow links")
+
+
+class ScheduleError(HetrayError, ValueError):
+    """Pipeline instruction streams are unsound; names the rank, the op and what is wrong."""
+
+    def __init__(self, rank: int, op: str, reason: str) -> None:
+        super().__init__(rank, op, reason)
+        self.rank = rank
+        self.op = op
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"pipeline rank {self.rank}, op {self.op}: {self.reason}"

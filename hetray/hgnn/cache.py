@@ -9,10 +9,16 @@ bytes, so rows are cached in decreasing ``c_t[i] * p_t / b_t`` until ``M`` is fu
 type that is hottest-first; across types the budget splits by ``p_t / b_t``, which is the
 per-type split. The type-agnostic baseline caches the globally most accessed rows under the
 same ``M``. Both are judged by the *weighted miss cost* ``sum misses * p_t`` on a later pass.
+
+Offline, :func:`cache_comparison` replays a later pass against both plans. Online, a
+:class:`RowCache` sits in the vanilla baseline's remote-fetch path (``hetray.hgnn.vanilla``):
+cached remote rows are neither fetched nor charged to the link, and it counts hits, misses
+and the weighted miss cost as training runs.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections.abc import Mapping
@@ -29,6 +35,14 @@ from hetray.hgnn.sampling import sample_tree
 logger = logging.getLogger(__name__)
 
 EMBEDDING_PENALTY_FACTOR = 3.0
+PROFILE_STEP_OFFSET = 500_000_000  # step salt of profiling passes; no training step uses it
+
+
+class CachePolicy(str, enum.Enum):
+    """Which rows a cache holds under its byte budget."""
+
+    HETERO = "hetero"
+    AGNOSTIC = "agnostic"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,27 +172,37 @@ def access_counts(hg: HeteroGraph, config: TrainConfig, batches: list[torch.Tens
     return counts
 
 
+def type_profiles(hg: HeteroGraph, counts: Mapping[str, torch.Tensor],
+                  hidden_dim: int) -> dict[str, TypeProfile]:
+    """Row bytes, measured miss penalty and ``counts`` (int64 ``(N_t,)``) per node type.
+
+    Featureless types are measured on a stand-in ``(N_t, hidden_dim)`` table (their
+    embeddings).
+    """
+    profiles = {}
+    for t in hg.graph.ntypes:
+        table = hg.features.get(t)
+        learnable = table is None
+        if learnable:
+            table = torch.zeros(hg.num_nodes(t), hidden_dim)
+        profiles[t] = TypeProfile(row_bytes=table.shape[1] * table.element_size(),
+                                  miss_penalty_s=measure_miss_penalty(table, learnable=learnable),
+                                  counts=counts[t])
+    return profiles
+
+
 def cache_comparison(hg: HeteroGraph, config: TrainConfig, budget_bytes: int, *,
                      num_batches: int = 5) -> dict[str, float]:
     """Hetero-aware vs type-agnostic cache at ``budget_bytes``.
 
     Profiles ``num_batches`` steps of epoch 0, replays ``num_batches`` steps of epoch 1.
-    Featureless types are profiled with a stand-in ``(N_t, d)`` table (their embeddings).
     """
     seed, size = config.model.seed, config.batch_size
     profile = access_counts(hg, config, epoch_batches(hg.train_idx, size, seed, 0)[:num_batches],
                             0)
     replayed = access_counts(hg, config,
                              epoch_batches(hg.train_idx, size, seed, 1)[:num_batches], 10**6)
-    profiles = {}
-    for t in hg.graph.ntypes:
-        table = hg.features.get(t)
-        learnable = table is None
-        if learnable:
-            table = torch.zeros(hg.num_nodes(t), config.model.hidden_dim)
-        profiles[t] = TypeProfile(row_bytes=table.shape[1] * table.element_size(),
-                                  miss_penalty_s=measure_miss_penalty(table, learnable=learnable),
-                                  counts=profile[t])
+    profiles = type_profiles(hg, profile, config.model.hidden_dim)
     hetero = replay(plan_hetero_cache(profiles, budget_bytes), profiles, replayed)
     agnostic = replay(plan_frequency_cache(profiles, budget_bytes), profiles, replayed)
     return {
@@ -191,3 +215,46 @@ def cache_comparison(hg: HeteroGraph, config: TrainConfig, budget_bytes: int, *,
         "weighted_miss_cost_ratio": agnostic.weighted_miss_cost_s
         / max(hetero.weighted_miss_cost_s, 1e-30),
     }
+
+
+def plan_cache(profiles: Mapping[str, TypeProfile], budget_bytes: int,
+               policy: CachePolicy) -> CachePlan:
+    """The plan of ``policy`` (Heta's or the type-agnostic one) at ``budget_bytes``."""
+    if policy is CachePolicy.HETERO:
+        return plan_hetero_cache(profiles, budget_bytes)
+    return plan_frequency_cache(profiles, budget_bytes)
+
+
+class RowCache:
+    """A static cache of input rows, with running hit / miss / weighted-miss-cost counters.
+
+    Args:
+        plan: the cached rows per type.
+        profiles: per-type row bytes, miss penalty and ``N_t`` (``len(counts)``).
+    """
+
+    def __init__(self, plan: CachePlan, profiles: Mapping[str, TypeProfile]) -> None:
+        self.penalty_s = {t: p.miss_penalty_s for t, p in profiles.items()}
+        self.cached = {t: torch.zeros(len(p.counts), dtype=torch.bool)
+                       for t, p in profiles.items()}
+        for t, rows in plan.rows.items():
+            self.cached[t][rows] = True
+        self.hits = self.misses = 0
+        self.weighted_miss_cost_s = self.saved_s = 0.0
+
+    def lookup(self, ntype: str, ids: torch.Tensor) -> torch.Tensor:
+        """The misses among rows ``ids`` (int64 ``(n,)``) of ``ntype``; counts hits and misses."""
+        hit = self.cached[ntype][ids]
+        num_hits = int(hit.sum())
+        num_misses = len(ids) - num_hits
+        self.hits += num_hits
+        self.misses += num_misses
+        self.weighted_miss_cost_s += num_misses * self.penalty_s[ntype]
+        self.saved_s += num_hits * self.penalty_s[ntype]
+        return ids[~hit]
+
+    def counters(self) -> dict[str, float]:
+        """``cache_hits``, ``cache_misses``, ``cache_weighted_miss_cost_s``, ``cache_saved_s``."""
+        return {"cache_hits": float(self.hits), "cache_misses": float(self.misses),
+                "cache_weighted_miss_cost_s": self.weighted_miss_cost_s,
+                "cache_saved_s": self.saved_s}

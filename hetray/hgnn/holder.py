@@ -8,8 +8,9 @@ mode       per step on holder ``k``
 =========  ==============================================================================
 raf        partial aggregate of its subtrees for all ``B`` seeds -> all-reduce ``[B, d]``
            -> replicated head, local backward, local Adam step
-vanilla    ``B / K`` seeds, all relations; remote input rows charged by owner; dense and
-           touched-embedding gradients all-reduced
+vanilla    ``B / K`` seeds, all relations; remote input rows charged by owner (less the
+           hits of an optional remote-row cache); dense and touched-embedding gradients
+           all-reduced
 =========  ==============================================================================
 
 With a link emulator, every byte a holder sends waits ``alpha + bytes / beta`` first.
@@ -28,11 +29,14 @@ from hetray.cluster.spec import LinkSpec
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
+from hetray.hgnn.cache import CachePolicy, RowCache, plan_cache, type_profiles
 from hetray.hgnn.meta_partition import meta_partition
-from hetray.hgnn.raf import RafWorker, StepStats, TrainConfig, schema_stats
+from hetray.hgnn.raf import RafWorker, StepStats, TrainConfig, epoch_batches, schema_stats
 from hetray.hgnn.vanilla import Collective, VanillaWorker, node_partition
 
 logger = logging.getLogger(__name__)
+
+CACHE_PROFILE_BATCHES = 5
 
 
 class Mode(str, enum.Enum):
@@ -52,6 +56,9 @@ class HolderConfig:
         num_partitions: ``K`` holders.
         link: emulated network for cross-holder bytes; None = shared memory as is.
         node_partition: vanilla's node assignment, ``"metis"`` or ``"random"``.
+        cache_bytes: vanilla only: per-worker budget of a static cache of remote input rows
+            (0: no cache); planned from a profiling pass of ``CACHE_PROFILE_BATCHES`` batches.
+        cache_policy: which rows that cache holds (Heta's or type-agnostic).
     """
 
     mode: Mode
@@ -59,6 +66,8 @@ class HolderConfig:
     num_partitions: int
     link: LinkSpec | None = None
     node_partition: str = "metis"
+    cache_bytes: int = 0
+    cache_policy: CachePolicy = CachePolicy.HETERO
 
     def __post_init__(self) -> None:
         if self.num_partitions < 1:
@@ -66,6 +75,11 @@ class HolderConfig:
         if self.node_partition not in ("metis", "random"):
             raise ConfigError("HolderConfig", "node_partition", self.node_partition,
                               "'metis' or 'random'")
+        if self.cache_bytes < 0:
+            raise ConfigError("HolderConfig", "cache_bytes", self.cache_bytes, ">= 0")
+        if self.cache_bytes and self.mode is not Mode.VANILLA:
+            raise ConfigError("HolderConfig", "cache_bytes", self.cache_bytes,
+                              "0 unless mode is vanilla (RAF reads only local rows)")
 
 
 class LocalCollective:
@@ -82,10 +96,31 @@ class LocalCollective:
         return [tensor]
 
 
-class HolderCore:
-    """State of partition ``part_id``: a :class:`RafWorker` or a :class:`VanillaWorker`."""
+def shared_owners(hg: HeteroGraph, config: HolderConfig) -> dict[str, torch.Tensor] | None:
+    """Vanilla's node partition (int64 ``(N_t,)`` owner per type), or None for RAF.
 
-    def __init__(self, hg: HeteroGraph, config: HolderConfig, part_id: int) -> None:
+    Compute it once and hand the same one to every holder: METIS is not deterministic
+    across calls, and holders that disagree on ownership would miscount remote rows.
+    """
+    if config.mode is Mode.RAF:
+        return None
+    return node_partition(hg, config.num_partitions, method=config.node_partition,
+                          seed=config.train.model.seed)
+
+
+class HolderCore:
+    """State of partition ``part_id``: a :class:`RafWorker` or a :class:`VanillaWorker`.
+
+    Args:
+        hg: the graph.
+        config: shared holder config.
+        part_id: this holder's partition.
+        owners: vanilla's node partition from :func:`shared_owners`; None computes it here
+            (fine for one process, not for a group: see :func:`shared_owners`).
+    """
+
+    def __init__(self, hg: HeteroGraph, config: HolderConfig, part_id: int,
+                 owners: dict[str, torch.Tensor] | None = None) -> None:
         self.config = config
         self.part_id = part_id
         self.link = LinkEmulator(config.link) if config.link is not None else None
@@ -95,9 +130,11 @@ class HolderCore:
                                   config.num_partitions, train.model.depth)
             self.worker: RafWorker | VanillaWorker = RafWorker(hg, plan, part_id, train)
         else:
-            owners = node_partition(hg, config.num_partitions, method=config.node_partition,
-                                    seed=train.model.seed)
+            if owners is None:
+                owners = shared_owners(hg, config)
             self.worker = VanillaWorker(hg, owners, part_id, train, self.link)
+            if config.cache_bytes:
+                self.worker.cache = _remote_row_cache(hg, config, self.worker)
 
     def train_step(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
         """One synchronous training step over the global batch ``seeds (B,)``."""
@@ -123,9 +160,12 @@ class HolderCore:
             self.link.wait(num_bytes)
 
     def counters(self) -> dict[str, float]:
-        """Bytes this holder sent and emulated link seconds."""
+        """Bytes this holder sent, emulated link seconds and (vanilla) cache counters."""
         delay = self.link.stats.delay_s if self.link is not None else 0.0
-        return {"bytes_sent": float(self.worker.bytes_sent), "link_delay_s": delay}
+        out = {"bytes_sent": float(self.worker.bytes_sent), "link_delay_s": delay}
+        if isinstance(self.worker, VanillaWorker) and self.worker.cache is not None:
+            out |= self.worker.cache.counters()
+        return out
 
     def save(self, path: Path) -> None:
         """Write parameters and optimizer state to ``path`` atomically."""
@@ -152,3 +192,12 @@ class HolderCore:
         """Stop the link emulator thread."""
         if self.link is not None:
             self.link.close()
+
+
+def _remote_row_cache(hg: HeteroGraph, config: HolderConfig, worker: VanillaWorker) -> RowCache:
+    """Plan ``config.cache_policy`` over this worker's remote reads of a profiling pass."""
+    train = config.train
+    batches = epoch_batches(hg.train_idx, train.batch_size, train.model.seed, 0)
+    counts = worker.remote_access_counts(batches[:CACHE_PROFILE_BATCHES], config.num_partitions)
+    profiles = type_profiles(hg, counts, train.model.hidden_dim)
+    return RowCache(plan_cache(profiles, config.cache_bytes, config.cache_policy), profiles)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -118,17 +119,34 @@ def encode(encoder: nn.Module, ids: torch.Tensor, feats: torch.Tensor | None) ->
     """
     if isinstance(encoder, nn.Embedding):
         return encoder(ids)
-    return encoder(feats[ids])
+    return encoder(feats.index_select(0, ids))
 
 
-def segment_mean(msg: torch.Tensor, seg: torch.Tensor, num_segments: int) -> torch.Tensor:
-    """Mean of rows of ``msg (M, d)`` per segment id ``seg (M,)`` -> ``(num_segments, d)``.
+def neighbour_mean(h_src: torch.Tensor, src_pos: torch.Tensor, dst_pos: torch.Tensor,
+                   num_dst: int) -> torch.Tensor:
+    """Mean of ``h_src`` rows over each destination's sampled edges; 0 for none.
 
-    Empty segments give 0.
+    One sparse-dense product ``A @ h_src`` with ``A[v, u] = 1 / deg(v)`` per edge ``(u, v)``
+    (in CSR: ``dst_pos`` is sorted, as :func:`~hetray.hgnn.sampling.sample_in_edges` emits
+    it), so the ``(M, d)`` gathered messages are never materialised, forward or backward.
+
+    Args:
+        h_src: float ``(n_src, d)`` source states.
+        src_pos: int64 ``(M,)`` source row per edge.
+        dst_pos: int64 ``(M,)`` destination row per edge, non-decreasing.
+        num_dst: number of destinations.
+
+    Returns:
+        float ``(num_dst, d)``.
     """
-    out = msg.new_zeros((num_segments, msg.shape[1])).index_add_(0, seg, msg)
-    count = torch.bincount(seg, minlength=num_segments).clamp_(min=1).to(msg.dtype)
-    return out / count[:, None]
+    count = torch.bincount(dst_pos, minlength=num_dst)
+    crow = torch.zeros(num_dst + 1, dtype=torch.int64)
+    torch.cumsum(count, 0, out=crow[1:])
+    weight = count.clamp(min=1).to(h_src.dtype).reciprocal()[dst_pos]
+    with warnings.catch_warnings():  # CSR construction warns "beta" once per process
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
+        adj = torch.sparse_csr_tensor(crow, src_pos, weight, (num_dst, len(h_src)))
+    return adj @ h_src
 
 
 def segment_softmax(score: torch.Tensor, seg: torch.Tensor, num_segments: int) -> torch.Tensor:
@@ -193,7 +211,7 @@ class SubtreeModule(nn.Module):
         weight = self.weights[_key(child.path)]
         n_dst = x_dst.shape[0]
         if self.config.conv is ConvKind.RGCN:
-            return weight(segment_mean(h_src[edges.src_pos], edges.dst_pos, n_dst))
+            return weight(neighbour_mean(h_src, edges.src_pos, edges.dst_pos, n_dst))
         heads = self.config.num_heads
         attn = self.attn[_key(child.path)]
         w_src = weight(h_src).view(len(h_src), heads, -1)

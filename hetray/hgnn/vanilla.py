@@ -14,6 +14,9 @@ rows owned by another partition are remote. Per step it exchanges::
 
 Byte counters use ring all-reduce traffic, ``2 (K-1)/K * n`` bytes sent per rank. The
 structure is replicated on every worker (sampling is free of RPC, which favours vanilla).
+An optional static :class:`~hetray.hgnn.cache.RowCache` of remote rows (``worker.cache``)
+removes its hits from the fetch: they are neither counted nor delayed. Values are read
+from the local replica either way, so the cache changes traffic, never the numerics.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from torch.nn import functional as F  # noqa: N812
 
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.graph.hetero import HeteroGraph
+from hetray.hgnn.cache import PROFILE_STEP_OFFSET, RowCache
 from hetray.hgnn.meta_partition import meta_partition
 from hetray.hgnn.models import MetatreeHGNN
 from hetray.hgnn.raf import StepStats, TrainConfig, input_specs, root_view, schema_stats
@@ -99,6 +103,7 @@ class VanillaWorker:
         self.row_bytes = {t: itemsize * (hg.feature_dim(t) or config.model.hidden_dim)
                           for t in hg.graph.ntypes}
         self.bytes_sent = 0
+        self.cache: RowCache | None = None
 
     def _trees(self, seeds: torch.Tensor, step: int) -> dict:
         return {st.index: sample_tree(root_view(st.node, self.target_type), seeds, self.csc,
@@ -106,22 +111,44 @@ class VanillaWorker:
                                       (self.config.model.seed, step, st.index))
                 for st in self.subtrees}
 
-    def _fetch_remote_rows(self, trees: dict) -> None:
-        """Charge (and delay) the remote input rows this mini-batch reads."""
-        per_owner: dict[int, int] = {}
+    def _remote_ids(self, trees: dict) -> list[tuple[str, torch.Tensor]]:
+        """``(ntype, ids)`` of the remote rows a step reads: int64 unique ids per subtree."""
+        out = []
         for st in self.subtrees:
-            for ntype, parts in trees[st.index].input_ids(root_view(st.node,
-                                                                    self.target_type)).items():
+            view = root_view(st.node, self.target_type)
+            for ntype, parts in trees[st.index].input_ids(view).items():
                 ids = torch.unique(torch.cat(parts))
-                owner = self.owners[ntype][ids]
-                counts = torch.bincount(owner[owner != self.rank], minlength=1)
-                for part, n in enumerate(counts.tolist()):
-                    if n:
-                        per_owner[part] = per_owner.get(part, 0) + n * self.row_bytes[ntype]
+                out.append((ntype, ids[self.owners[ntype][ids] != self.rank]))
+        return out
+
+    def _fetch_remote_rows(self, trees: dict) -> None:
+        """Charge (and delay) the remote input rows this mini-batch reads, less cached ones."""
+        per_owner: dict[int, int] = {}
+        for ntype, ids in self._remote_ids(trees):
+            if self.cache is not None:
+                ids = self.cache.lookup(ntype, ids)
+            counts = torch.bincount(self.owners[ntype][ids], minlength=1)
+            for part, n in enumerate(counts.tolist()):
+                if n:
+                    per_owner[part] = per_owner.get(part, 0) + n * self.row_bytes[ntype]
         for num_bytes in per_owner.values():
             self.bytes_sent += num_bytes
             if self.link is not None:
                 self.link.wait(num_bytes)
+
+    def remote_access_counts(self, batches: list[torch.Tensor],
+                             world_size: int) -> dict[str, torch.Tensor]:
+        """Remote row reads per type, int64 ``(N_t,)``, of this worker's share of ``batches``.
+
+        The profiling pass of the cache: it samples with its own step salts, so it does not
+        replay the training steps.
+        """
+        counts = {t: torch.zeros(len(o), dtype=torch.int64) for t, o in self.owners.items()}
+        for i, seeds in enumerate(batches):
+            trees = self._trees(seeds[self.rank::world_size], PROFILE_STEP_OFFSET + i)
+            for ntype, ids in self._remote_ids(trees):
+                counts[ntype] += torch.bincount(ids, minlength=len(counts[ntype]))
+        return counts
 
     def step(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
         """Train on this worker's share of the global batch ``seeds (B,)``; syncs gradients."""

@@ -1,13 +1,22 @@
-"""Pipeline parallelism: schedules as instruction streams and their discrete-event simulator."""
+"""Pipeline parallelism: schedules as instruction streams, their checker and simulator."""
 
-from hetray.pipeline.simulator import (
+from hetray.pipeline.schedules import (
     Op,
     OpKind,
-    PipelineTimings,
     Schedule,
+    ScheduleReport,
+    build_streams,
+    check_schedule,
+    clock_table,
+    compute_ops,
+    virtual_1f1b_warmup,
+    virtual_extra_warmup,
+    with_comm_ops,
+)
+from hetray.pipeline.simulator import (
+    PipelineTimings,
     SimResult,
     Transfer,
-    instruction_streams,
     simulate,
     simulate_streams,
 )
@@ -17,9 +26,16 @@ __all__ = [
     "OpKind",
     "PipelineTimings",
     "Schedule",
+    "ScheduleReport",
     "SimResult",
     "Transfer",
-    "instruction_streams",
+    "build_streams",
+    "check_schedule",
+    "clock_table",
+    "compute_ops",
     "simulate",
     "simulate_streams",
+    "virtual_1f1b_warmup",
+    "virtual_extra_warmup",
+    "with_comm_ops",
 ]

@@ -1,25 +1,27 @@
-"""Discrete-event simulation of pipeline-parallel schedules.
+"""Discrete-event simulation of pipeline-parallel instruction streams.
 
 Symbols: ``p`` pipeline ranks (stages), ``m`` micro-batches, ``v`` virtual chunks per rank,
 ``q = c*p + r`` the virtual stage of chunk ``c`` on rank ``r`` (Megatron placement), ``t_f``,
 ``t_b`` forward / backward seconds of one micro-batch on one chunk.
 
-A schedule is a list of *instruction streams*, one per rank: the order in which that rank
-runs ``F(mb, chunk)`` and ``B(mb, chunk)``. :func:`instruction_streams` builds them for
-GPipe, 1F1B, interleaved 1F1B (Narayanan et al., SC'21, https://arxiv.org/abs/2104.04473) and
-"virtual-1F1B" (interleaved with extra warm-up at ranks that border a slow link, so the
-transfer hides behind compute). :func:`simulate_streams` runs any streams, so a runtime can
-feed the streams it executes.
+The streams come from :func:`hetray.pipeline.schedules.build_streams` (GPipe, 1F1B,
+interleaved, virtual-1F1B) or from a runtime that feeds the streams it executes; streams
+without communication ops get them inserted by the module rules of
+:mod:`hetray.pipeline.schedules`. Each rank executes its stream in order (every time in
+seconds)::
 
-Rules of the simulation (every time in seconds)::
+    F / B         busy for forward_s[r] / v or backward_s[r] / v
+    SEND          returns at once; the message joins the queue of its directed hop
+    RECV          blocks the rank until the message has arrived
+    one hop       start  = max(sent_s, hop_free)       (messages leave one at a time)
+                  hop_free = start + num_bytes / bytes_per_s
+                  arrive = hop_free + latency_s          (latency is propagation: messages
+                                                          overlap in flight)
 
-    F(mb, q) starts when its rank is free and F(mb, q-1)'s output has arrived
-    B(mb, q) starts when its rank is free and B(mb, q+1)'s gradient has arrived
-              (the last virtual stage needs its own F(mb, q) instead)
-    a transfer over the directed hop (src -> dst) starts when the producer ends and the hop
-    is free; it lasts  latency_s + num_bytes / bytes_per_s  (sends are asynchronous)
+So a 20 ms hop carrying small messages delivers one every ``num_bytes / bytes_per_s``, each
+20 ms after it left, rather than one per 20 ms.
 
-Homogeneous 1F1B takes ``(m + p - 1)(t_f + t_b)``; interleaved adds a bubble of
+Homogeneous 1F1B and GPipe take ``(m + p - 1)(t_f + t_b)``; interleaved adds a bubble of
 ``(p - 1) / (v m)`` of the ideal ``m (t_f + t_b)``.
 
 Example:
@@ -31,41 +33,29 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import logging
 from dataclasses import dataclass, field
 
+from hetray.pipeline.schedules import (
+    COMPUTE_KINDS,
+    Op,
+    OpKind,
+    Schedule,
+    build_streams,
+    replay,
+    virtual_extra_warmup,
+    with_comm_ops,
+)
+
 logger = logging.getLogger(__name__)
-
-
-class Schedule(str, enum.Enum):
-    """Pipeline schedule names (the values are what plans and the CLI spell)."""
-
-    GPIPE = "gpipe"
-    ONE_F_ONE_B = "1f1b"
-    INTERLEAVED = "interleaved"
-    VIRTUAL_1F1B = "virtual-1f1b"
-
-
-class OpKind(str, enum.Enum):
-    """Forward or backward pass of one micro-batch through one chunk."""
-
-    FORWARD = "F"
-    BACKWARD = "B"
-
-
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One instruction of a rank's stream: ``kind`` of micro-batch ``microbatch`` on ``chunk``."""
-
-    kind: OpKind
-    microbatch: int
-    chunk: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transfer:
     """What one activation (or gradient) hop costs.
+
+    A message keeps the hop busy for :attr:`wire_s` and lands ``latency_s`` after it left
+    the wire, so the latency of messages in flight overlaps (module docstring).
 
     Attributes:
         latency_s: per-message latency (alpha), seconds.
@@ -78,9 +68,14 @@ class Transfer:
     num_bytes: float
 
     @property
+    def wire_s(self) -> float:
+        """Seconds one message occupies the hop (``num_bytes / bytes_per_s``)."""
+        return self.num_bytes / self.bytes_per_s
+
+    @property
     def time_s(self) -> float:
-        """Seconds one message takes on an idle hop."""
-        return self.latency_s + self.num_bytes / self.bytes_per_s
+        """Seconds one message takes on an idle hop (``latency_s + wire_s``)."""
+        return self.latency_s + self.wire_s
 
 
 _FREE = Transfer(latency_s=0.0, bytes_per_s=1.0, num_bytes=0.0)
@@ -98,10 +93,11 @@ class PipelineTimings:
         num_chunks: ``v`` virtual chunks per rank (1 unless interleaved).
         hops: ``(p - 1,)`` transfers from rank r to r+1 (backward uses the reverse direction
             with the same cost); empty means free communication.
-        wrap: the hop from rank p-1 back to rank 0 that interleaving needs.
-        extra_warmup: ``(p,)`` extra warm-up forwards per rank (virtual-1F1B); empty = none.
-            The schedule applies the largest entry to every rank (uneven extra warm-up can
-            deadlock the interleaved order).
+        wrap: the hop from rank p-1 back to rank 0 that interleaving needs (for p = 2,
+            the reverse of ``hops[0]`` is used instead: it is the same link).
+        extra_warmup: ``(p,)`` virtual-1F1B extra warm-up steps per hop ``r -> r+1`` (the
+            last entry is the wrap hop); empty = sized from ``hops`` and ``wrap`` by
+            :func:`hetray.pipeline.schedules.virtual_extra_warmup`.
     """
 
     forward_s: tuple[float, ...]
@@ -152,161 +148,90 @@ class SimResult:
     peak_in_flight: tuple[int, ...]
 
 
-def _one_f_one_b(p: int, m: int, rank: int, warmup: int) -> list[Op]:
-    num_warm = min(warmup, m)
-    ops = [Op(OpKind.FORWARD, mb, 0) for mb in range(num_warm)]
-    for j in range(m - num_warm):
-        ops += [Op(OpKind.FORWARD, num_warm + j, 0), Op(OpKind.BACKWARD, j, 0)]
-    ops += [Op(OpKind.BACKWARD, mb, 0) for mb in range(m - num_warm, m)]
-    return ops
-
-
-def _interleaved(p: int, m: int, v: int, rank: int, extra: int) -> list[Op]:
-    total = m * v
-    warm = total if m == p else min(2 * (p - rank - 1) + (v - 1) * p + extra, total)
-
-    def forward(k: int) -> Op:
-        return Op(OpKind.FORWARD, (k // (p * v)) * p + k % p, (k % (p * v)) // p)
-
-    def backward(k: int) -> Op:
-        fwd = forward(k)
-        return Op(OpKind.BACKWARD, fwd.microbatch, v - 1 - fwd.chunk)
-
-    ops = [forward(k) for k in range(warm)]
-    for j in range(total - warm):
-        ops += [forward(warm + j), backward(j)]
-    ops += [backward(k) for k in range(total - warm, total)]
-    return ops
-
-
-def instruction_streams(
-    schedule: Schedule, num_ranks: int, num_microbatches: int, num_chunks: int = 1,
-    extra_warmup: tuple[int, ...] = (),
-) -> list[list[Op]]:
-    """The per-rank op order of ``schedule``.
-
-    Args:
-        schedule: which schedule.
-        num_ranks: ``p``.
-        num_microbatches: ``m``; interleaved schedules need ``m % p == 0``.
-        num_chunks: ``v``; must be 1 for GPipe and 1F1B.
-        extra_warmup: ``(p,)`` extra warm-up forwards (virtual-1F1B only).
-
-    Returns:
-        ``p`` lists of :class:`Op`.
-
-    Raises:
-        ValueError: the combination is not a valid schedule.
-
-    Example:
-        >>> [f"{o.kind.value}{o.microbatch}" for o in instruction_streams(
-        ...     Schedule.ONE_F_ONE_B, 2, 3)[0]]
-        ['F0', 'F1', 'B0', 'F2', 'B1', 'B2']
-    """
-    p, m, v = num_ranks, num_microbatches, num_chunks
-    interleaved = schedule in (Schedule.INTERLEAVED, Schedule.VIRTUAL_1F1B)
-    if not interleaved and v != 1:
-        raise ValueError(f"schedule {schedule.value!r} takes num_chunks=1, got {v}")
-    if interleaved and m % p:
-        raise ValueError(f"schedule {schedule.value!r} needs num_microbatches % num_ranks == 0"
-                         f", got m={m}, p={p}")
-    if schedule is Schedule.GPIPE:
-        return [_one_f_one_b(p, m, r, warmup=m) for r in range(p)]
-    if schedule is Schedule.ONE_F_ONE_B:
-        return [_one_f_one_b(p, m, r, warmup=p - r - 1) for r in range(p)]
-    extra = extra_warmup if schedule is Schedule.VIRTUAL_1F1B and extra_warmup else (0,) * p
-    extra = (max(extra),) * p  # uneven extra warm-up can deadlock the interleaved order
-    return [_interleaved(p, m, v, r, extra[r]) for r in range(p)]
-
-
 @dataclass(slots=True)
-class _State:
-    """Mutable bookkeeping of one simulation run."""
+class _Hops:
+    """Queue state of every directed hop during one simulation."""
 
     timings: PipelineTimings
-    ready: dict[tuple[OpKind, int, int], float] = field(default_factory=dict)
-    hop_free: dict[tuple[int, int], float] = field(default_factory=dict)
+    free_s: dict[tuple[int, int], float] = field(default_factory=dict)
 
     def hop(self, src: int, dst: int) -> Transfer:
         if abs(src - dst) == 1:
             return self.timings.hops[min(src, dst)] if self.timings.hops else _FREE
         return self.timings.wrap
 
-    def send(self, src: int, dst: int, done_s: float, key: tuple[OpKind, int, int]) -> None:
+    def arrival(self, src: int, dst: int, sent_s: float) -> float:
+        """When a message sent at ``sent_s`` from ``src`` lands on ``dst``."""
         if src == dst:
-            self.ready[key] = done_s
-            return
-        start = max(done_s, self.hop_free.get((src, dst), 0.0))
-        arrive = start + self.hop(src, dst).time_s
-        self.hop_free[(src, dst)] = arrive
-        self.ready[key] = arrive
+            return sent_s
+        hop = self.hop(src, dst)
+        start = max(sent_s, self.free_s.get((src, dst), 0.0))
+        self.free_s[(src, dst)] = start + hop.wire_s
+        return start + hop.wire_s + hop.latency_s
 
 
-def _dependency(op: Op, rank: int, p: int) -> tuple[OpKind, int, int] | None:
-    """The (kind, microbatch, virtual stage) whose arrival ``op`` waits for, if any."""
-    q = op.chunk * p + rank
-    if op.kind is OpKind.FORWARD:
-        return None if q == 0 else (OpKind.FORWARD, op.microbatch, q)
-    return (OpKind.BACKWARD, op.microbatch, q)
-
-
-def _run_op(state: _State, op: Op, rank: int, start: float, num_virtual: int) -> float:
-    t, p = state.timings, state.timings.num_ranks
-    per_chunk = (t.forward_s if op.kind is OpKind.FORWARD else t.backward_s)[rank] / t.num_chunks
-    end = start + per_chunk
-    q = op.chunk * p + rank
-    if op.kind is OpKind.FORWARD:
-        if q + 1 < num_virtual:
-            state.send(rank, (q + 1) % p, end, (OpKind.FORWARD, op.microbatch, q + 1))
-        else:
-            state.ready[(OpKind.BACKWARD, op.microbatch, q)] = end
-    elif q > 0:
-        state.send(rank, (q - 1) % p, end, (OpKind.BACKWARD, op.microbatch, q - 1))
-    return per_chunk
+def _peak_in_flight(stream: list[Op]) -> int:
+    held = peak = 0
+    for op in stream:
+        held += {OpKind.FORWARD: 1, OpKind.BACKWARD: -1}.get(op.kind, 0)
+        peak = max(peak, held)
+    return peak
 
 
 def simulate_streams(timings: PipelineTimings, streams: list[list[Op]]) -> SimResult:
-    """Simulate arbitrary per-rank instruction streams.
+    """Simulate arbitrary per-rank instruction streams (with or without communication ops).
+
+    Args:
+        timings: per-rank compute and per-hop costs; ``timings.num_ranks`` streams.
+        streams: ``p`` streams; if none holds a communication op, they are inserted.
+
+    Returns:
+        Makespan, per-rank busy time, bubble and peak in-flight activations.
 
     Raises:
-        ValueError: the streams deadlock (an op waits for one that can never run).
+        ScheduleError: the streams deadlock (an op waits for one that can never run).
     """
     p, v = timings.num_ranks, timings.num_chunks
-    state = _State(timings=timings)
-    pos, free_s = [0] * p, [0.0] * p
-    busy, held, peak = [0.0] * p, [0] * p, [0] * p
-    remaining = sum(len(s) for s in streams)
-    while remaining:
-        progressed = False
-        for rank in range(p):
-            while pos[rank] < len(streams[rank]):
-                op = streams[rank][pos[rank]]
-                dep = _dependency(op, rank, p)
-                if dep is not None and dep not in state.ready:
-                    break
-                start = max(free_s[rank], state.ready.get(dep, 0.0) if dep else 0.0)
-                duration = _run_op(state, op, rank, start, p * v)
-                free_s[rank], busy[rank] = start + duration, busy[rank] + duration
-                held[rank] += 1 if op.kind is OpKind.FORWARD else -1
-                peak[rank] = max(peak[rank], held[rank])
-                pos[rank] += 1
-                remaining -= 1
-                progressed = True
-        if not progressed:
-            stuck = {r: streams[r][pos[r]] for r in range(p) if pos[r] < len(streams[r])}
-            raise ValueError(f"instruction streams deadlock; next ops per rank: {stuck}")
-    makespan = max(free_s)
+    if all(op.kind in COMPUTE_KINDS for s in streams for op in s):
+        streams = with_comm_ops(streams, p, v)
+
+    def duration(rank: int, op: Op) -> float:
+        per_rank = timings.forward_s if op.kind is OpKind.FORWARD else timings.backward_s
+        return per_rank[rank] / v
+
+    ends = replay(streams, p, duration, _Hops(timings).arrival)
+    busy = [sum(duration(r, op) for op in s if op.kind in COMPUTE_KINDS)
+            for r, s in enumerate(streams)]
+    makespan = max(max(e, default=0.0) for e in ends)
     return SimResult(
         makespan_s=makespan,
         busy_s=tuple(busy),
         bubble_fraction=1.0 - sum(busy) / (p * makespan) if makespan > 0 else 0.0,
         bubble_overhead=makespan / max(busy) - 1.0 if max(busy) > 0 else 0.0,
-        peak_in_flight=tuple(peak),
+        peak_in_flight=tuple(_peak_in_flight(s) for s in streams),
     )
+
+
+def _hop_extra(timings: PipelineTimings) -> tuple[int, ...]:
+    """Virtual-1F1B extra warm-up per hop: given, or hop round trip over the bottleneck slot.
+
+    The steady state runs one chunk F+B per slot of the slowest rank,
+    ``max_r (forward_s[r] + backward_s[r]) / v``.
+    """
+    if timings.extra_warmup:
+        return timings.extra_warmup
+    p, hops = timings.num_ranks, _Hops(timings)
+    slot = max(f + b for f, b in zip(timings.forward_s, timings.backward_s, strict=True))
+    slot /= timings.num_chunks
+    if slot <= 0:
+        return (0,) * p
+    return tuple(virtual_extra_warmup(2 * hops.hop(r, (r + 1) % p).time_s, slot) if p > 1
+                 else 0 for r in range(p))
 
 
 def simulate(timings: PipelineTimings, schedule: Schedule) -> SimResult:
     """Simulate ``schedule`` on ``timings`` (see the module docstring for the rules)."""
-    streams = instruction_streams(schedule, timings.num_ranks, timings.num_microbatches,
-                                  timings.num_chunks, timings.extra_warmup)
+    extra = _hop_extra(timings) if schedule is Schedule.VIRTUAL_1F1B else 0
+    streams = build_streams(schedule, timings.num_ranks, timings.num_microbatches,
+                            timings.num_chunks, extra)
     return simulate_streams(timings, streams)

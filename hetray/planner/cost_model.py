@@ -37,14 +37,13 @@ Example:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from hetray.accel.specs import AcceleratorSpec
 from hetray.cluster.spec import ClusterSpec, LinkClass, LinkSpec, device_spec
 from hetray.core.errors import InfeasiblePlanError
 from hetray.core.units import GIB
-from hetray.pipeline.simulator import PipelineTimings, Schedule, SimResult, Transfer, simulate
+from hetray.pipeline.simulator import PipelineTimings, SimResult, Transfer, simulate
 from hetray.planner.model_spec import DType, ModelSpec
 from hetray.planner.plan import DeviceGroup, Plan, StagePlan
 
@@ -233,22 +232,11 @@ def _timings(plan: Plan, cluster: ClusterSpec, model: ModelSpec,
         kind, link = link_between(cluster, plan.stages[-1].devices, plan.stages[0].devices,
                                   _per_node(cluster, plan.stages[-1].devices))
         wrap = _transfer(plan, model, p - 1, kind, link)
-    extra: tuple[int, ...] = ()
-    if plan.schedule is Schedule.VIRTUAL_1F1B:
-        extra = tuple(_extra_warmup(stages, i, plan.num_chunks) for i in range(p))
     return PipelineTimings(
         forward_s=tuple(s.forward_s for s in stages),
         backward_s=tuple(s.backward_s for s in stages),
         num_microbatches=plan.num_microbatches, num_chunks=plan.num_chunks, hops=tuple(hops),
-        wrap=wrap, extra_warmup=extra)
-
-
-def _extra_warmup(stages: list[StageCost], index: int, num_chunks: int) -> int:
-    """Extra warm-up forwards that hide cross-cluster sends bordering stage ``index``."""
-    chunk_s = stages[index].forward_s / num_chunks
-    border = [stages[j].p2p_s for j in (index - 1, index) if 0 <= j < len(stages)
-              and stages[j].link_class is LinkClass.CROSS_CLUSTER]
-    return math.ceil(max(border) / chunk_s) if border and chunk_s > 0 else 0
+        wrap=wrap)
 
 
 def _with_activations(plan: Plan, model: ModelSpec, stages: list[StageCost],

@@ -26,7 +26,7 @@ from typing import Any
 
 from hetray.cluster.spec import ClusterSpec, NodeGroup
 from hetray.core.errors import ConfigError, InfeasiblePlanError
-from hetray.pipeline.simulator import Schedule
+from hetray.pipeline.schedules import Schedule
 
 SCHEMA_VERSION = 1
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetray.cluster.spec import ClusterSpec, LinkClass, NodeGroup, device_spec
-from hetray.pipeline.simulator import Schedule
+from hetray.pipeline.schedules import Schedule
 from hetray.planner import cost_model
 from hetray.planner.model_spec import ModelSpec
 from hetray.planner.plan import DeviceGroup, Plan, StagePlan

@@ -9,7 +9,7 @@ from hetray.temporal.fit import FitReport, InlineSources, TrainConfig, fit
 from hetray.temporal.loaders import EventFormat, load_events
 from hetray.temporal.memory import MemoryConfig
 from hetray.temporal.models import MemoryTGNN, ModelConfig, ModelKind
-from hetray.temporal.mspipe import PipelineConfig, PipelineMode
+from hetray.temporal.mspipe import Mitigation, PipelineConfig, PipelineMode
 from hetray.temporal.store import LocalMemoryStore
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 
@@ -21,6 +21,7 @@ __all__ = [
     "LocalMemoryStore",
     "MemoryConfig",
     "MemoryTGNN",
+    "Mitigation",
     "ModelConfig",
     "ModelKind",
     "PipelineConfig",

@@ -17,10 +17,11 @@ import numpy as np
 
 from hetray.temporal.batches import SampledBatch, fetch_features, sample_batch
 from hetray.temporal.data import EventStream
-from hetray.temporal.memory import MemoryRows, mitigate_stale
+from hetray.temporal.memory import MemoryRows, MemoryUpdate, apply_own_writes, mitigate_stale
 from hetray.temporal.mspipe import (
     BatchSource,
     MemoryBackend,
+    Mitigation,
     PassReport,
     Pending,
     PipelineConfig,
@@ -60,7 +61,7 @@ class _PassState:
     base: int
     reads: dict[int, tuple[Pending[MemoryRows], int]] = field(default_factory=dict)
     batches: dict[int, SampledBatch] = field(default_factory=dict)
-    written: dict[int, np.ndarray] = field(default_factory=dict)
+    written: dict[int, MemoryUpdate] = field(default_factory=dict)
     next_read: int = 0
     staleness: Counter[int] = field(default_factory=Counter)
     excess: int = -10**9
@@ -84,16 +85,20 @@ def _issue_reads(state: _PassState, upto: int, k: int, source: BatchSource,
 
 
 def _mitigated(state: _PassState, batch: SampledBatch, rows: MemoryRows, i: int,
-               config: PipelineConfig) -> np.ndarray:
-    """Memory to train on: rows missing an in-flight write are blended with similar nodes."""
-    missed = [state.written[v] for v in range(rows.version + 1, state.base + i + 1)
+               config: PipelineConfig) -> tuple[MemoryRows, np.ndarray]:
+    """Rows and memory to train on, with rows that miss an in-flight write mitigated."""
+    missed = [(v, state.written[v]) for v in range(rows.version + 1, state.base + i + 1)
               if v in state.written]
-    if not missed or not config.mitigation:
-        return rows.memory
-    stale = np.isin(batch.nodes, np.concatenate(missed))
+    if not missed or config.mitigation == Mitigation.NONE:
+        return rows, rows.memory
+    if config.mitigation == Mitigation.OWN_WRITES:
+        fresh = apply_own_writes(rows, batch.nodes, missed)
+        return fresh, fresh.memory
+    stale = np.isin(batch.nodes, np.concatenate([update.nodes for _, update in missed]))
     similar = np.full((len(batch.nodes), batch.nbr_idx.shape[1]), -1, np.int64)
     similar[batch.root_idx] = np.where(batch.nbrs.mask, batch.nbr_idx, -1)
-    return mitigate_stale(rows.memory, rows.mem_ts, stale, similar, config.mitigation_lambda)
+    return rows, mitigate_stale(rows.memory, rows.mem_ts, stale, similar,
+                                config.mitigation_lambda)
 
 
 def _no_progress(num_events: int) -> None:
@@ -132,7 +137,7 @@ def run_pass(step: StepFn, source: BatchSource, store: MemoryBackend, num_batche
         clock.observe("wait_memory", time.perf_counter() - wait_start)
         state.staleness[state.base + i - rows.version] += 1
         state.excess = max(state.excess, min_version - rows.version)
-        result = step(batch, rows, _mitigated(state, batch, rows, i, config))
+        result = step(batch, *_mitigated(state, batch, rows, i, config))
         clock.observe("train", result.step_s)
         done = store.write(result.update, state.base + i + 1)
         if k == 0:
@@ -140,7 +145,7 @@ def run_pass(step: StepFn, source: BatchSource, store: MemoryBackend, num_batche
         fetch_s, write_s = store.stage_seconds()
         clock.observe("fetch", fetch_s)
         clock.observe("write", write_s)
-        state.written[state.base + i + 1] = result.update.nodes
+        state.written[state.base + i + 1] = result.update
         state.written.pop(state.base + i + 1 - config.max_staleness - 1, None)
         state.results.append((batch, result))
         on_batch(batch.size)

@@ -5,10 +5,17 @@ events, validation events stream through with memory updates (no gradients), the
 the last epoch, test events. Test AP / AUC are reported on all test events
 (transductive) and on those touching a held-out node (inductive). One uniform random
 negative per positive.
+
+Early stopping (TGN / DyGLib): with ``patience > 0`` training stops once validation AP has
+not improved for ``patience`` epochs, and the parameters of the best epoch are restored.
+Memory is state, not a parameter, so it is then rebuilt with those parameters by streaming
+the training and validation events once more (no gradients, staleness 0) before the test
+events, which therefore see memory carried through train and validation as in TGN.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -42,19 +49,25 @@ class TrainConfig:
     """Optimisation settings (TGL: batch 600, lr 1e-4).
 
     Attributes:
-        epochs: passes over the training events. batch_size: events per batch ``B``.
+        epochs: passes over the training events (the most, with early stopping).
+        batch_size: events per batch ``B``.
         lr: Adam learning rate. seed: seeds negatives and torch.
+        patience: epochs without a better validation AP before stopping and restoring the
+            best epoch's parameters (TGN: 5); 0 trains every epoch and keeps the last.
     """
 
     epochs: int = 1
     batch_size: int = 600
     lr: float = 1e-4
     seed: int = 0
+    patience: int = 0
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError("TrainConfig", name, getattr(self, name), ">= 1")
+        if self.patience < 0:
+            raise ConfigError("TrainConfig", "patience", self.patience, ">= 0 (0 = off)")
 
 
 class SourceFactory(Protocol):
@@ -102,6 +115,8 @@ class FitReport:
         staleness: histogram over all training iterations.
         max_bound_excess: max of ``min_version - served version`` (<= 0: bound held).
         recoveries: memory-store restorations and the updates each lost.
+        val_history: validation AP after each epoch.
+        best_epoch: 1-based epoch whose parameters were tested.
     """
 
     train_passes: list[PassReport] = field(default_factory=list)
@@ -113,6 +128,8 @@ class FitReport:
     staleness: Counter[int] = field(default_factory=Counter)
     max_bound_excess: int = -(10**9)
     recoveries: list[str] = field(default_factory=list)
+    val_history: list[float] = field(default_factory=list)
+    best_epoch: int = 0
 
     @property
     def train_events_per_s(self) -> float:
@@ -140,45 +157,99 @@ def _quiet_advance(num_events: int) -> None:
 QUIET = Progress(start=_quiet_start, advance=_quiet_advance)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Run:
+    """What every pass of one :func:`fit` call shares."""
+
+    model: MemoryTGNN
+    split: TemporalSplit
+    train_cfg: TrainConfig
+    pipe_cfg: PipelineConfig
+    sources: SourceFactory
+    store: MemoryBackend
+    progress: Progress
+
+
+@dataclass(slots=True)
+class _Best:
+    """The best epoch so far: its validation metrics and a copy of its parameters."""
+
+    epoch: int = 0
+    val: LinkMetrics | None = None
+    state: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def ap(self) -> float:
+        """Validation AP of the best epoch (-1 before the first)."""
+        return -1.0 if self.val is None else self.val.ap
+
+
 def fit(model: MemoryTGNN, events: EventStream, split: TemporalSplit, *, train_cfg: TrainConfig,
         pipe_cfg: PipelineConfig, sources: SourceFactory, store: MemoryBackend,
         progress: Progress = QUIET) -> FitReport:
-    """Train for ``train_cfg.epochs`` epochs, validate each epoch, test after the last."""
+    """Train for up to ``train_cfg.epochs`` epochs, validate each epoch, test the best."""
+    run = _Run(model=model, split=split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
+               sources=sources, store=store, progress=progress)
     optimizer = torch.optim.Adam(model.parameters(), lr=train_cfg.lr)
     report = FitReport()
-    train_batches = batch_slices(split.train, train_cfg.batch_size)
+    best = _Best()
     for epoch in range(train_cfg.epochs):
-        store.reset()
-        progress.start(f"epoch {epoch + 1}/{train_cfg.epochs}", len(split.train))
-        source = sources.open("train", train_batches, (0, epoch))
-        step = partial(train_step, model, optimizer)
-        done = run_pass(step, source, store, len(train_batches), pipe_cfg, report.clock,
-                        on_batch=progress.advance)
-        report.train_passes.append(done)
-        report.num_train_batches += len(train_batches)
-        report.staleness.update(done.staleness)
-        report.max_bound_excess = max(report.max_bound_excess, done.max_bound_excess)
-        report.recoveries += done.recoveries
-        val = _evaluate(model, split.val, (1, epoch), train_cfg, pipe_cfg, sources, store,
-                        report, progress)
+        _train_epoch(run, optimizer, epoch, report)
+        val = _evaluate(run, split.val, (1, epoch), report)
         report.val = link_metrics(val.pos_score, val.neg_score)
-        logger.info("epoch %d: loss %.4f, %.0f events/s, val AP %.4f", epoch + 1,
-                    done.mean_loss, done.events_per_s, report.val.ap)
-    test = _evaluate(model, split.test, (2,), train_cfg, pipe_cfg, sources, store, report,
-                     progress)
+        report.val_history.append(report.val.ap)
+        logger.info("epoch %d: val AP %.4f", epoch + 1, report.val.ap)
+        if report.val.ap > best.ap:
+            best = _Best(epoch=epoch + 1, val=report.val,
+                         state=copy.deepcopy(model.state_dict()))
+        elif train_cfg.patience and epoch + 1 - best.epoch >= train_cfg.patience:
+            break
+    report.best_epoch = len(report.val_history)
+    if train_cfg.patience and best.epoch != report.best_epoch:
+        _restore(run, best, report)
+    test = _evaluate(run, split.test, (2,), report)
     report.test = link_metrics(test.pos_score, test.neg_score)
     inductive = np.isin(test.eids, split.test_inductive)
     report.test_inductive = link_metrics(test.pos_score[inductive], test.neg_score[inductive])
     return report
 
 
-def _evaluate(model: MemoryTGNN, eids: np.ndarray, neg_stream: tuple[int, ...],
-              train_cfg: TrainConfig, pipe_cfg: PipelineConfig, sources: SourceFactory,
-              store: MemoryBackend, report: FitReport, progress: Progress) -> PassReport:
-    batches = batch_slices(eids, train_cfg.batch_size)
-    progress.start("eval", len(eids))
-    done = run_pass(partial(eval_step, model), sources.open("full", batches, neg_stream),
-                    store, len(batches), pipe_cfg, StageClock(), train=False,
-                    on_batch=progress.advance)
+def _train_epoch(run: _Run, optimizer: torch.optim.Optimizer, epoch: int,
+                 report: FitReport) -> None:
+    """One training pass from zeroed memory; records it in ``report``."""
+    train_batches = batch_slices(run.split.train, run.train_cfg.batch_size)
+    run.store.reset()
+    run.progress.start(f"epoch {epoch + 1}/{run.train_cfg.epochs}", len(run.split.train))
+    source = run.sources.open("train", train_batches, (0, epoch))
+    step = partial(train_step, run.model, optimizer)
+    done = run_pass(step, source, run.store, len(train_batches), run.pipe_cfg, report.clock,
+                    on_batch=run.progress.advance)
+    report.train_passes.append(done)
+    report.num_train_batches += len(train_batches)
+    report.staleness.update(done.staleness)
+    report.max_bound_excess = max(report.max_bound_excess, done.max_bound_excess)
+    report.recoveries += done.recoveries
+    logger.info("epoch %d: loss %.4f, %.0f events/s", epoch + 1, done.mean_loss,
+                done.events_per_s)
+
+
+def _restore(run: _Run, best: _Best, report: FitReport) -> None:
+    """Load the best epoch's parameters and rebuild memory through train and validation."""
+    run.model.load_state_dict(best.state)
+    report.best_epoch, report.val = best.epoch, best.val
+    run.store.reset()
+    _evaluate(run, run.split.train, (3,), report, csr_name="train")
+    _evaluate(run, run.split.val, (1, best.epoch - 1), report)
+    logger.info("restored epoch %d (val AP %.4f)", best.epoch, best.ap)
+
+
+def _evaluate(run: _Run, eids: np.ndarray, neg_stream: tuple[int, ...], report: FitReport,
+              csr_name: str = "full") -> PassReport:
+    """Stream ``eids`` through the model without gradients (staleness 0), updating memory."""
+    batches = batch_slices(eids, run.train_cfg.batch_size)
+    run.progress.start("eval", len(eids))
+    done = run_pass(partial(eval_step, run.model), run.sources.open(csr_name, batches, neg_stream),
+                    run.store, len(batches), run.pipe_cfg, StageClock(), train=False,
+                    on_batch=run.progress.advance)
     report.recoveries += done.recoveries
     return done

@@ -9,11 +9,19 @@ the source receives mail ``[mem_s, mem_d, e]`` and the destination ``[mem_d, mem
 both at time ``t``. Only true sources and destinations are written (never negatives), and a
 node written twice in one batch keeps its last write (last-writer-wins).
 
-Staleness mitigation (MSPipe, §1.2 of the research notes, similarity defined here): a root
-node is *stale* when an in-flight batch the read missed wrote it. Its *similar nodes* are its
-``K`` most recent temporal neighbours (the sampler's window: nodes it interacted with last,
-which share its recent context) whose memory is newer than its own. Its memory becomes
-``lam * mem + (1 - lam) * mean(similar memories)`` with ``lam = 0.9``.
+A fetched row is *stale* when a write-back the read did not include (one of the at most
+``k`` newest, still in flight) touched its node. Two mitigations:
+
+* own writes (:func:`apply_own_writes`): the trainer keeps its last ``k`` write-backs and
+  replays, on each stale row, those newer than the version that served it, exactly as the
+  store will apply them. The bound ``k`` is what makes this complete: the read is no older
+  than ``i - k``, so every update it may miss is one the trainer still holds. With one
+  trainer the rows then equal a fresh read; staleness is left only for writes of others.
+* similar nodes (MSPipe, §1.2 of the research notes; the similarity is defined here): a
+  stale node's *similar nodes* are its ``K`` most recent temporal neighbours (the sampler's
+  window: the nodes it interacted with last, which share its recent context) whose memory is
+  newer than its own. Its memory becomes ``lam * mem + (1 - lam) * mean(similar memories)``
+  with ``lam = 0.9`` (:func:`mitigate_stale`).
 """
 
 from __future__ import annotations
@@ -58,14 +66,18 @@ class MemoryRows:
 
     Attributes:
         memory: float32 (U, D). mem_ts: float64 (U,). mail: float32 (U, M, D_m).
-        mail_ts: float64 (U, M). version: the store version served (min over shards).
+        mail_ts: float64 (U, M). next_mail: int64 (U,) next ring slot of each mailbox.
+        version: the store version served (min over shards).
+        row_version: int64 (U,) the version of the shard that served each row.
     """
 
     memory: np.ndarray
     mem_ts: np.ndarray
     mail: np.ndarray
     mail_ts: np.ndarray
+    next_mail: np.ndarray
     version: int
+    row_version: np.ndarray
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +122,9 @@ class NodeMemory:
     def gather(self, rows: np.ndarray, version: int) -> MemoryRows:
         """Copy the state of local ``rows`` (int64 (U,))."""
         return MemoryRows(memory=self.memory[rows], mem_ts=self.mem_ts[rows],
-                          mail=self.mail[rows], mail_ts=self.mail_ts[rows], version=version)
+                          mail=self.mail[rows], mail_ts=self.mail_ts[rows],
+                          next_mail=self.next_mail[rows], version=version,
+                          row_version=np.full(len(rows), version, np.int64))
 
     def apply(self, rows: np.ndarray, update: MemoryUpdate) -> None:
         """Write an update whose nodes sit at local ``rows``; mail goes to the ring slot."""
@@ -158,6 +172,52 @@ def build_update(
     return MemoryUpdate(nodes=uniq, memory=new_memory[last].astype(np.float32),
                         mem_ts=mem_ts[last], mail=mail[last].astype(np.float32),
                         mail_ts=mail_t[last])
+
+
+def apply_own_writes(rows: MemoryRows, nodes: np.ndarray,
+                     writes: list[tuple[int, MemoryUpdate]]) -> MemoryRows:
+    """Replay the caller's own newer write-backs on rows read from a store (read-your-writes).
+
+    Args:
+        rows: the state of ``nodes`` as served; row ``r`` includes writes up to version
+            ``rows.row_version[r]``.
+        nodes: int64 (U,) the rows' node ids, sorted ascending (as the sampler emits them).
+        writes: ``(version, update)`` pairs in increasing version order.
+
+    Returns:
+        A copy of ``rows`` in which every write newer than a row's version was applied as
+        :meth:`NodeMemory.apply` applies it (memory, timestamps, mail into the ring slot);
+        every row is then at least at the last write's version.
+
+    Example:
+        >>> import numpy as np
+        >>> state = NodeMemory(MemoryConfig(num_nodes=2, memory_dim=1), 2)
+        >>> up = build_update(np.array([0]), np.array([1]), np.array([5.0]),
+        ...                   np.zeros((1, 0), np.float32), np.ones((2, 1), np.float32),
+        ...                   np.full(2, 5.0))
+        >>> fresh = apply_own_writes(state.gather(np.arange(2), 0), np.arange(2), [(1, up)])
+        >>> fresh.memory.ravel().tolist(), fresh.row_version.tolist()
+        ([1.0, 1.0], [1, 1])
+    """
+    out = MemoryRows(memory=rows.memory.copy(), mem_ts=rows.mem_ts.copy(),
+                     mail=rows.mail.copy(), mail_ts=rows.mail_ts.copy(),
+                     next_mail=rows.next_mail.copy(), version=rows.version,
+                     row_version=rows.row_version.copy())
+    if len(nodes) == 0:
+        return out
+    slots = out.mail.shape[1]
+    for version, update in writes:
+        pos = np.minimum(np.searchsorted(nodes, update.nodes), len(nodes) - 1)
+        sel = np.flatnonzero((nodes[pos] == update.nodes) & (out.row_version[pos] < version))
+        pos = pos[sel]
+        out.memory[pos] = update.memory[sel]
+        out.mem_ts[pos] = update.mem_ts[sel]
+        slot = out.next_mail[pos]
+        out.mail[pos, slot] = update.mail[sel]
+        out.mail_ts[pos, slot] = update.mail_ts[sel]
+        out.next_mail[pos] = (slot + 1) % slots
+        np.maximum(out.row_version, version, out=out.row_version)
+    return out
 
 
 def mitigate_stale(

@@ -28,8 +28,14 @@ trainer runs ``k`` steps, so the trainer never stalls when ``k * tau_4 >= tau_3 
 
 recomputed every iteration from moving averages of the measured stage times.
 
-Stale rows (nodes written by a batch the read missed) are blended with recently updated
-similar nodes (:func:`~hetray.temporal.memory.mitigate_stale`).
+Stale rows (nodes written by a batch the read missed) are mitigated (:class:`Mitigation`):
+by default the trainer replays its own in-flight write-backs on them
+(:func:`~hetray.temporal.memory.apply_own_writes`), which the bound ``k`` makes complete;
+MSPipe's blend with recently updated similar nodes
+(:func:`~hetray.temporal.memory.mitigate_stale`) is the alternative. Without replay, a node
+in two consecutive batches is written by the second from a state that misses the first, so
+the first event never reaches its memory (``benchmarks/tgnn.py --mitigation similar``
+measures what that costs in AP).
 """
 
 from __future__ import annotations
@@ -52,6 +58,14 @@ T_co = TypeVar("T_co", covariant=True)
 STAGES = ("sample", "feature", "fetch", "train", "write")
 
 
+class Mitigation(StrEnum):
+    """What the trainer does with rows a stale read served (see the module doc)."""
+
+    OWN_WRITES = "own_writes"
+    SIMILAR = "similar"
+    NONE = "none"
+
+
 class PipelineMode(StrEnum):
     """How stages run: overlapped with bounded staleness, or one after another."""
 
@@ -69,7 +83,8 @@ class PipelineConfig:
         staleness: fixed k when not automatic (0 reproduces sequential training).
         max_staleness: upper bound for the automatic k.
         prefetch_depth: batches the sampling stages run ahead.
-        mitigation: blend stale rows with similar nodes. mitigation_lambda: weight kept.
+        mitigation: how stale rows are mitigated.
+        mitigation_lambda: weight a stale row keeps under ``Mitigation.SIMILAR``.
     """
 
     mode: PipelineMode = PipelineMode.MSPIPE
@@ -77,7 +92,7 @@ class PipelineConfig:
     staleness: int = 1
     max_staleness: int = 4
     prefetch_depth: int = 4
-    mitigation: bool = True
+    mitigation: Mitigation = Mitigation.OWN_WRITES
     mitigation_lambda: float = 0.9
 
     def __post_init__(self) -> None:

@@ -143,12 +143,16 @@ def merge_reads(nodes: np.ndarray, parts: list[MemoryRows], num_shards: int) -> 
     mem_ts = np.empty(len(nodes), np.float64)
     mail = np.empty((len(nodes), *first.mail.shape[1:]), np.float32)
     mail_ts = np.empty((len(nodes), *first.mail_ts.shape[1:]), np.float64)
+    next_mail = np.empty(len(nodes), np.int64)
+    row_version = np.empty(len(nodes), np.int64)
     for s, part in enumerate(parts):
         sel = owner == s
         memory[sel], mem_ts[sel], mail[sel], mail_ts[sel] = (
             part.memory, part.mem_ts, part.mail, part.mail_ts)
+        next_mail[sel], row_version[sel] = part.next_mail, part.row_version
     return MemoryRows(memory=memory, mem_ts=mem_ts, mail=mail, mail_ts=mail_ts,
-                      version=min(p.version for p in parts))
+                      next_mail=next_mail, version=min(p.version for p in parts),
+                      row_version=row_version)
 
 
 class Done(Generic[T]):

@@ -49,3 +49,42 @@ def test_actors_install_as_hetray_subpackage():
     import hetray.actors
 
     assert Path(hetray.actors.__file__).parent == REPO / "actors"
+
+
+# Which hetray packages each core package may import (besides itself), per STYLE.md's layer
+# diagram: algorithm siblings stay independent, except the declared uses below.
+# hgnn/temporal read graphs; the pipeline executor trains model chunks; the planner simulates
+# pipelines; experiments sit above every algorithm package (like the CLI, without Ray).
+BASE = {"core", "accel", "cluster", "comm"}
+PACKAGE_DEPS = {
+    "core": set(),
+    "accel": {"core"},
+    "cluster": {"core", "accel"},
+    "comm": {"core", "cluster"},
+    "graph": {"core"},
+    "models": {"core"},
+    "hgnn": BASE | {"graph"},
+    "temporal": BASE | {"graph"},
+    "pipeline": BASE | {"models"},
+    "planner": BASE | {"pipeline"},
+    "experiments": BASE | {"graph", "hgnn", "models", "pipeline", "planner", "temporal"},
+}
+
+
+def _package_imports(package: str) -> set[str]:
+    used = set()
+    for path in (REPO / "hetray" / package).rglob("*.py"):
+        for _, mod in _imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            parts = mod.split(".")
+            if parts[0] == "hetray" and len(parts) > 1 and parts[1] != package:
+                used.add(parts[1])
+    return used
+
+
+def test_core_packages_import_only_their_declared_layers():
+    packages = {p.name for p in (REPO / "hetray").iterdir() if (p / "__init__.py").exists()}
+    undeclared = packages - set(PACKAGE_DEPS) - {"cli"}
+    assert undeclared == set(), f"declare the allowed imports of {undeclared} in PACKAGE_DEPS"
+    offenders = {pkg: sorted(_package_imports(pkg) - allowed)
+                 for pkg, allowed in PACKAGE_DEPS.items()}
+    assert {pkg: bad for pkg, bad in offenders.items() if bad} == {}

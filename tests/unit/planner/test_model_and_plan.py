@@ -4,7 +4,7 @@ import pytest
 
 from hetray.cluster.loader import load_cluster_spec
 from hetray.core.errors import ConfigError, InfeasiblePlanError
-from hetray.pipeline.simulator import Schedule
+from hetray.pipeline.schedules import Schedule
 from hetray.planner.model_spec import PRESETS, load_model_spec, parse_model_spec
 from hetray.planner.plan import (
     DeviceGroup,

@@ -17,7 +17,8 @@ def test_train_tgnn_sequential_reports_metrics(tmp_path):
     out = tmp_path / "out.json"
     result = CliRunner().invoke(cli, [
         "train", "tgnn", "--dataset", str(path), "--model", "jodie", "--pipeline", "sequential",
-        "--memory-dim", "8", "--batch-size", "100", "--json-out", str(out)])
+        "--memory-dim", "8", "--batch-size", "100", "--epochs", "2", "--patience", "1",
+        "--json-out", str(out)])
     assert result.exit_code == 0, result.output
     assert "test: AP" in result.output
     assert "events/s" in result.output
@@ -25,6 +26,9 @@ def test_train_tgnn_sequential_reports_metrics(tmp_path):
     data = json.loads(out.read_text())
     assert set(data["staleness_histogram"]) == {"0"}
     assert 0 <= data["test"]["ap"] <= 1
+    assert len(data["val_ap_by_epoch"]) == 2
+    assert data["best_epoch"] == 1 + data["val_ap_by_epoch"].index(max(data["val_ap_by_epoch"]))
+    assert f"tested epoch {data['best_epoch']} (validation AP by epoch: " in result.output
 
 
 def test_train_tgnn_rejects_bad_staleness():

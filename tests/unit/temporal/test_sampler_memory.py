@@ -8,7 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetray.core.errors import MemoryStoreError
-from hetray.temporal.memory import MemoryConfig, build_update, mitigate_stale
+from hetray.temporal.memory import (
+    MemoryConfig,
+    NodeMemory,
+    apply_own_writes,
+    build_update,
+    mitigate_stale,
+)
 from hetray.temporal.mspipe import PipelineConfig, PipelineMode, StageClock, choose_staleness
 from hetray.temporal.sampler import TemporalCSR, negative_destinations
 from hetray.temporal.store import LocalMemoryStore, MemoryShard
@@ -63,6 +69,36 @@ def test_mitigation_only_touches_stale_rows_with_fresher_similar():
     similar = np.array([[1, 2], [0, -1], [0, 1]])
     out = mitigate_stale(memory, mem_ts, stale, similar, lam=0.5)
     assert out[:, 0].tolist() == [5.0, 10.0, 20.0]
+
+
+def _random_update(rng, num_nodes, step):
+    src, dst = rng.integers(0, num_nodes, 4), rng.integers(0, num_nodes, 4)
+    t = np.full(4, float(step))
+    return build_update(src, dst, t, rng.random((4, 1), dtype=np.float32),
+                        rng.random((8, 3), dtype=np.float32), np.full(8, step - 0.5))
+
+
+def test_own_writes_bring_stale_rows_to_the_fresh_state():
+    """Rows served at versions 2 and 4 (two shards), plus writes 3..6, equal a read at 6."""
+    cfg = MemoryConfig(num_nodes=12, memory_dim=3, edge_feat_dim=1, mailbox_size=3)
+    state, rng = NodeMemory(cfg, cfg.num_nodes), np.random.default_rng(0)
+    nodes = np.arange(0, 12, 2)
+    updates, snapshots = {}, {}
+    for version in range(1, 7):
+        updates[version] = _random_update(rng, cfg.num_nodes, version)
+        state.apply(updates[version].nodes, updates[version])
+        snapshots[version] = state.gather(nodes, version)
+    old, newer = snapshots[2], snapshots[4]
+    mixed = {name: np.where(np.arange(6).reshape(-1, *[1] * (getattr(old, name).ndim - 1)) % 2,
+                            getattr(newer, name), getattr(old, name))
+             for name in ("memory", "mem_ts", "mail", "mail_ts", "next_mail", "row_version")}
+    served = type(old)(**mixed, version=2)
+    fresh = apply_own_writes(served, nodes, [(v, updates[v]) for v in range(3, 7)])
+    want = snapshots[6]
+    for name in ("memory", "mem_ts", "mail", "mail_ts", "next_mail", "row_version"):
+        assert np.array_equal(getattr(fresh, name), getattr(want, name)), name
+    assert not np.array_equal(served.memory, want.memory)
+    assert fresh.version == 2
 
 
 def test_shard_versions_and_checkpoint(tmp_path):

@@ -1,0 +1,263 @@
+"""Ray Tune wrappers of the scaling experiments: trainables, per-trial resources, Tuner.
+
+The experiments themselves are pure functions in :mod:`hetray.experiments`; this module
+only binds them to ``ray.tune.report``, supplies the Ray-backed runners (partition holders,
+MSPipe stage actors) and says what each trial reserves:
+
+==========  =================================================================  ==========
+experiment  trial bundles (``tune.PlacementGroupFactory``)                     extra
+==========  =================================================================  ==========
+planner     ``[{CPU: cpus}]``                                                  --
+pipeline    ``[{CPU: cpus}]`` (stages are threads of the trial process)        --
+heta        ``[{CPU: cpus}]``                                                  K holders
+mspipe      ``[{CPU: cpus}]``, plus ``{CPU: (2 + shards) actor_cpus}`` for     --
+            mspipe mode: the sampler, fetcher and store shards run in it
+==========  =================================================================  ==========
+
+``cpus`` and ``accel`` come from the grid's ``resources`` section (``accel: A100`` adds
+``accel:A100 = 1`` to the first bundle). Heta's partition holders reserve their own
+placement group of ``K`` bundles of ``holder_cpus`` when the trial starts (the holder group
+creates it, one bundle per partition), so :func:`trial_cpus` counts them and
+:func:`default_max_concurrent` keeps concurrent trials within the cluster's CPUs.
+
+A sweep directory ``<out>/<experiment>/`` holds Tune's experiment state (for
+:func:`restore_tuner`), one directory per trial, ``sweep.json`` (the grid and settings),
+``results.parquet`` (one row per trial: config and last metrics) and ``history.parquet``
+(every report of every trial).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import ray
+from ray import tune
+
+from hetray.experiments.files import HISTORY_FILE, RESULTS_FILE, SWEEP_FILE
+from hetray.experiments.grid import Grid, TrialResources
+from hetray.experiments.params import ParamSpec, resolve_config
+
+logger = logging.getLogger(__name__)
+
+MSPIPE_ACTORS = 2  # sampler + feature fetcher, besides the store shards
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SweepOutcome:
+    """A finished sweep.
+
+    Attributes:
+        sweep_dir: ``<out>/<experiment>`` (Tune state, trial dirs, Parquet tables).
+        table: one row per trial (``config/<param>`` columns and the last metrics).
+        num_errors: trials that raised.
+    """
+
+    sweep_dir: Path
+    table: pd.DataFrame
+    num_errors: int
+
+
+# Each trainable imports its experiment when it runs: a trial's worker process then loads
+# only what that experiment needs (e.g. the planner never loads DGL), which keeps trial
+# start-up short on small machines.
+
+
+def planner_trainable(config: dict[str, Any]) -> None:
+    """Tune function trainable of the planner experiment."""
+    from hetray.experiments.planner import run_planner_trial
+
+    run_planner_trial(config, tune.report)
+
+
+def pipeline_trainable(config: dict[str, Any]) -> None:
+    """Tune function trainable of the pipeline experiment (stage threads in the trial)."""
+    from hetray.experiments.pipeline import run_pipeline_trial
+
+    run_pipeline_trial(config, tune.report)
+
+
+def heta_trainable(config: dict[str, Any]) -> None:
+    """Tune function trainable of the Heta experiment (starts K partition-holder actors)."""
+    from hetray.actors.hgnn_driver import train_distributed
+
+    from hetray.experiments.heta import PARAMS, run_heta_trial
+
+    holder_cpus = float(resolve_config(config, PARAMS, "heta trial")["holder_cpus"])
+    with tempfile.TemporaryDirectory(prefix="hetray-tune-heta-") as ckpt:
+        runner = partial(train_distributed, checkpoint_dir=Path(ckpt), num_cpus=holder_cpus)
+        run_heta_trial(config, tune.report, runner=runner)
+
+
+def mspipe_trainable(config: dict[str, Any]) -> None:
+    """Tune function trainable of the MSPipe experiment (mspipe mode starts stage actors)."""
+    from hetray.actors.tgnn_run import StoreConfig, run_tgnn
+
+    from hetray.experiments.mspipe import PARAMS, run_mspipe_trial
+
+    cfg = resolve_config(config, PARAMS, "mspipe trial")
+    store_cfg = StoreConfig(num_shards=int(cfg["num_shards"]), num_cpus=float(cfg["actor_cpus"]))
+    run_mspipe_trial(config, tune.report, runner=partial(run_tgnn, store_cfg=store_cfg))
+
+
+TRAINABLES: dict[str, Callable[[dict[str, Any]], None]] = {
+    "planner": planner_trainable, "pipeline": pipeline_trainable,
+    "heta": heta_trainable, "mspipe": mspipe_trainable,
+}
+
+
+def _params(experiment: str) -> dict[str, ParamSpec]:
+    from hetray.experiments.registry import EXPERIMENTS
+
+    return dict(EXPERIMENTS[experiment].params)
+
+
+def _extra_bundles(experiment: str, config: dict[str, Any]) -> list[dict[str, float]]:
+    """Bundles a trial adds for the actors it starts inside its placement group."""
+    if experiment != "mspipe":
+        return []
+    cfg = resolve_config(config, _params("mspipe"), "mspipe trial")
+    if cfg["mode"] != "mspipe" or float(cfg["actor_cpus"]) == 0:
+        return []
+    return [{"CPU": (MSPIPE_ACTORS + int(cfg["num_shards"])) * float(cfg["actor_cpus"])}]
+
+
+def trial_resources(experiment: str, config: dict[str, Any],
+                    resources: TrialResources) -> tune.PlacementGroupFactory:
+    """The placement-group bundles of one trial (see the module table)."""
+    head: dict[str, float] = {"CPU": resources.cpus}
+    if resources.accel:
+        head[f"accel:{resources.accel}"] = 1.0
+    return tune.PlacementGroupFactory([head, *_extra_bundles(experiment, config)])
+
+
+def trial_cpus(experiment: str, config: dict[str, Any], resources: TrialResources) -> float:
+    """All CPUs one trial holds: its bundles plus Heta's holder placement group."""
+    total = resources.cpus + sum(b["CPU"] for b in _extra_bundles(experiment, config))
+    if experiment == "heta":
+        cfg = resolve_config(config, _params("heta"), "heta trial")
+        total += int(cfg["num_partitions"]) * float(cfg["holder_cpus"])
+    return total
+
+
+def grid_configs(grid: Grid) -> list[dict[str, Any]]:
+    """Every trial config of one sample of ``grid`` (the cartesian product)."""
+    configs: list[dict[str, Any]] = [{}]
+    for key, values in grid.params.items():
+        configs = [{**c, key: v} for c in configs for v in values]
+    return configs
+
+
+def default_max_concurrent(grid: Grid, cluster_cpus: float) -> int:
+    """Concurrent trials such that the largest trial times this fits the cluster's CPUs."""
+    largest = max(trial_cpus(grid.experiment, c, grid.resources) for c in grid_configs(grid))
+    return max(1, math.floor(cluster_cpus / largest))
+
+
+def _trainable(grid: Grid) -> Any:
+    return tune.with_resources(
+        TRAINABLES[grid.experiment],
+        resources=lambda config: trial_resources(grid.experiment, config, grid.resources))
+
+
+def build_tuner(grid: Grid, *, out_dir: Path, num_samples: int, max_concurrent: int,
+                verbose: int = 1) -> tune.Tuner:
+    """A Tuner for ``grid`` writing to ``out_dir/<experiment>``; records ``sweep.json``.
+
+    Args:
+        grid: the validated sweep.
+        out_dir: parent directory of sweeps (created if missing).
+        num_samples: repeats of the whole grid.
+        max_concurrent: trials running at once.
+        verbose: Tune's console verbosity (0 silent .. 2 every result).
+    """
+    sweep_dir = Path(out_dir).resolve() / grid.experiment
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    record = {"experiment": grid.experiment, "params": grid.params,
+              "resources": asdict(grid.resources), "source": grid.source,
+              "num_samples": num_samples, "max_concurrent": max_concurrent}
+    (sweep_dir / SWEEP_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    space = {k: tune.grid_search(v) if len(v) > 1 else v[0] for k, v in grid.params.items()}
+    return tune.Tuner(
+        _trainable(grid), param_space=space,
+        tune_config=tune.TuneConfig(num_samples=num_samples,
+                                    max_concurrent_trials=max_concurrent),
+        run_config=tune.RunConfig(name=grid.experiment, storage_path=str(sweep_dir.parent),
+                                  verbose=verbose))
+
+
+def saved_grid(sweep_dir: Path) -> Grid:
+    """The grid a sweep directory was started with (from its ``sweep.json``)."""
+    record = json.loads((Path(sweep_dir) / SWEEP_FILE).read_text(encoding="utf-8"))
+    return Grid(experiment=record["experiment"], params=record["params"],
+                resources=TrialResources(**record["resources"]), source=record["source"])
+
+
+def restore_tuner(sweep_dir: Path) -> tune.Tuner:
+    """Continue an interrupted sweep: finished trials keep their results, the rest rerun."""
+    sweep_dir = Path(sweep_dir).resolve()
+    return tune.Tuner.restore(str(sweep_dir), trainable=_trainable(saved_grid(sweep_dir)),
+                              resume_unfinished=True, resume_errored=True)
+
+
+def can_restore(sweep_dir: Path) -> bool:
+    """Whether ``sweep_dir`` holds Tune state and a ``sweep.json`` to resume from."""
+    sweep_dir = Path(sweep_dir).resolve()
+    return (sweep_dir / SWEEP_FILE).is_file() and tune.Tuner.can_restore(str(sweep_dir))
+
+
+def write_results(results: tune.ResultGrid, sweep_dir: Path) -> tuple[pd.DataFrame, int]:
+    """Write ``results.parquet`` and ``history.parquet``; returns the table and error count."""
+    table = results.get_dataframe()
+    histories = []
+    for result in results:
+        frame = result.metrics_dataframe
+        if frame is not None and len(frame):
+            histories.append(frame.assign(trial_id=result.metrics.get("trial_id", "")))
+    table.to_parquet(Path(sweep_dir) / RESULTS_FILE)
+    if histories:
+        pd.concat(histories, ignore_index=True).to_parquet(Path(sweep_dir) / HISTORY_FILE)
+    return table, results.num_errors
+
+
+def cluster_cpus() -> float:
+    """Logical CPUs of the connected Ray cluster."""
+    return float(ray.cluster_resources().get("CPU", 0.0))
+
+
+def run_sweep(grid: Grid, out_dir: Path, *, num_samples: int = 1,
+              max_concurrent: int | None = None, verbose: int = 1) -> SweepOutcome:
+    """Run a whole sweep on the connected Ray and write its Parquet tables.
+
+    Args:
+        grid: the validated sweep.
+        out_dir: parent directory of sweeps; the sweep lands in ``out_dir/<experiment>``.
+        num_samples: repeats of the grid.
+        max_concurrent: trials at once; None fits the largest trial into the cluster's CPUs.
+        verbose: Tune's console verbosity.
+    """
+    if max_concurrent is None:
+        max_concurrent = default_max_concurrent(grid, cluster_cpus())
+    tuner = build_tuner(grid, out_dir=out_dir, num_samples=num_samples,
+                        max_concurrent=max_concurrent, verbose=verbose)
+    return _finish(tuner, Path(out_dir).resolve() / grid.experiment)
+
+
+def resume_sweep(sweep_dir: Path) -> SweepOutcome:
+    """Continue an interrupted sweep (:func:`restore_tuner`) and rewrite its tables."""
+    return _finish(restore_tuner(sweep_dir), Path(sweep_dir).resolve())
+
+
+def _finish(tuner: tune.Tuner, sweep_dir: Path) -> SweepOutcome:
+    results = tuner.fit()
+    table, num_errors = write_results(results, sweep_dir)
+    logger.info("sweep %s: %d trials, %d errors", sweep_dir, len(table), num_errors)
+    return SweepOutcome(sweep_dir=sweep_dir, table=table, num_errors=num_errors)

@@ -1,0 +1,102 @@
+"""``hetray tune`` (a scaling sweep through Ray Tune) and ``hetray report`` (its plots).
+
+``hetray.cli.main`` registers both; this module imports nothing from it at import time.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+import pandas as pd
+
+from hetray.core.errors import ConfigError
+from hetray.experiments.grid import Grid, load_grid, smoke_grid
+from hetray.experiments.registry import EXPERIMENTS
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_OUT = Path("results") / "tune"
+
+
+def _grid(experiment: str, grid_file: Path | None, smoke: bool) -> Grid:
+    if grid_file is None:
+        raise click.UsageError("--grid is required unless --resume is given")
+    grid = load_grid(grid_file, EXPERIMENTS)
+    if grid.experiment != experiment:
+        raise ConfigError(str(grid_file), "experiment", grid.experiment,
+                          f"{experiment!r}, the experiment named on the command line")
+    return smoke_grid(grid, EXPERIMENTS[experiment]) if smoke else grid
+
+
+def _echo_table(experiment: str, table: pd.DataFrame) -> None:
+    """Print the swept parameters and the final metrics of every trial."""
+    spec = EXPERIMENTS[experiment]
+    columns = [c for c in table.columns
+               if c.startswith("config/") and table[c].astype(str).nunique() > 1]
+    columns += [m for m in (*spec.metrics, *spec.final_metrics) if m in table.columns]
+    click.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+@click.command("tune")
+@click.argument("experiment", type=click.Choice(sorted(EXPERIMENTS)))
+@click.option("--grid", "grid_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Grid YAML (see examples/grids/); required unless --resume.")
+@click.option("--num-samples", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Repeats of the whole grid.")
+@click.option("--max-concurrent", type=click.IntRange(min=1), default=None,
+              help="Trials at once (default: as many of the largest trial as the CPUs hold).")
+@click.option("--address", default=None, metavar="ADDRESS",
+              help="Ray to use, as for 'hetray info' (omit for an embedded local Ray).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUT,
+              show_default=True, help="Sweeps land in OUT/EXPERIMENT.")
+@click.option("--resume", is_flag=True,
+              help="Continue the interrupted sweep in OUT/EXPERIMENT; finished trials stay.")
+@click.option("--smoke", is_flag=True, help="Tiny version of the grid: one or two short trials.")
+@click.option("--verbose", type=click.IntRange(0, 2), default=1, show_default=True,
+              help="Tune's console verbosity.")
+def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
+                 max_concurrent: int | None, address: str | None, out: Path, resume: bool,
+                 smoke: bool, verbose: int) -> None:
+    """Sweep EXPERIMENT (planner, pipeline, heta or mspipe) over a grid with Ray Tune.
+
+    Results: OUT/EXPERIMENT/results.parquet (one row per trial), history.parquet (every
+    report) and Tune's experiment directory. Plot them with 'hetray report OUT'.
+    """
+    sweep_dir = out / experiment
+    grid = None if resume else _grid(experiment, grid_file, smoke)
+    from hetray import runtime
+    from hetray.actors import tune as tune_actors
+
+    if resume and not tune_actors.can_restore(sweep_dir):
+        raise ConfigError("--resume", "sweep directory", str(sweep_dir),
+                          "a directory an earlier 'hetray tune' wrote (with sweep.json)")
+    runtime.connect(address)
+    if grid is None:
+        outcome = tune_actors.resume_sweep(sweep_dir)
+    else:
+        click.echo(f"{experiment}: {grid.num_trials * num_samples} trial(s) -> {sweep_dir}")
+        outcome = tune_actors.run_sweep(grid, out, num_samples=num_samples,
+                                        max_concurrent=max_concurrent, verbose=verbose)
+    _echo_table(experiment, outcome.table)
+    click.echo(f"wrote {outcome.sweep_dir / tune_actors.RESULTS_FILE} "
+               f"({len(outcome.table)} trials, {outcome.num_errors} failed)")
+    if outcome.num_errors:
+        sys.exit(1)
+
+
+@click.command("report")
+@click.argument("sweeps", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Report directory (default: SWEEPS/report).")
+@click.option("--benchmarks", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Benchmark JSONs to include (default: this checkout's benchmarks/results; "
+                   "a missing directory is skipped).")
+def report_command(sweeps: Path, out: Path | None, benchmarks: Path | None) -> None:
+    """Render PNGs and one Markdown page for the sweeps under SWEEPS (or one sweep dir)."""
+    from hetray.experiments.report import BENCHMARKS_DIR, render_report
+
+    page = render_report(sweeps, out or sweeps / "report", benchmarks or BENCHMARKS_DIR)
+    click.echo(f"wrote {page}")

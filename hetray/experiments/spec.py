@@ -1,0 +1,75 @@
+"""What an experiment declares: its parameters, the metrics every report carries, its plots.
+
+A trial function has the shape ``run_<exp>_trial(config, report)``: ``config`` is a plain
+dict of parameter values (validated against :attr:`ExperimentSpec.params`), and ``report``
+is called once per iteration with a dict holding at least :attr:`ExperimentSpec.metrics`.
+Under Ray Tune ``report`` is ``ray.tune.report``; in a notebook it can be ``print``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from hetray.experiments.params import ParamSpec
+
+logger = logging.getLogger(__name__)
+
+Reporter = Callable[[dict[str, float]], None]
+
+
+class PlotSource(str, enum.Enum):
+    """Which rows a plot draws from."""
+
+    FINAL = "final"
+    HISTORY = "history"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlotSpec:
+    """One PNG of a sweep: ``y`` (and optionally ``y2`` on a right axis) against ``x``.
+
+    Attributes:
+        filename: PNG name inside the report directory.
+        title: figure title.
+        x: parameter or metric on the x axis.
+        y: metric on the left y axis.
+        group_by: parameter whose values become separate lines ("" = one line).
+        y2: metric on a right y axis ("" = none).
+        source: FINAL draws each trial's last report; HISTORY every report of every trial.
+        logx: log-scale x axis.
+        speedup: draw ``y(x_min) / y`` within each line instead of ``y`` (times -> speed-up).
+    """
+
+    filename: str
+    title: str
+    x: str
+    y: str
+    group_by: str = ""
+    y2: str = ""
+    source: PlotSource = PlotSource.FINAL
+    logx: bool = False
+    speedup: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExperimentSpec:
+    """Everything the Tune wrapper, the grid loader and the report need about an experiment.
+
+    Attributes:
+        name: CLI name (``hetray tune NAME``).
+        doc: one line.
+        params: the knobs, by name.
+        metrics: keys every report carries.
+        plots: PNGs ``hetray report`` draws.
+        final_metrics: keys only the last report of a trial adds (e.g. test accuracy).
+    """
+
+    name: str
+    doc: str
+    params: Mapping[str, ParamSpec]
+    metrics: tuple[str, ...]
+    plots: tuple[PlotSpec, ...]
+    final_metrics: tuple[str, ...] = ()

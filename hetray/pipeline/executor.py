@@ -1,0 +1,259 @@
+"""The stage worker: runs one replica's instruction stream for one training step.
+
+Symbols: ``p`` ranks, ``v`` chunks per rank, ``q = c*p + r`` virtual stage, ``m``
+micro-batches, ``rows`` this replica's rows of a micro-batch, ``S`` sequence length, ``D``
+hidden size, ``V`` vocabulary.
+
+A step runs the stream of :func:`hetray.pipeline.schedules.build_streams` for the worker's
+rank, op by op::
+
+    RECV_ACT(mb, c)   block for rows of activation (step, mb, q)          -> (rows, S, D)
+    F(mb, c)          out = chunk_c(input); keep (input, out) until B;  q == 0 reads tokens,
+                      the last q computes sum of token CE with the targets
+    SEND_ACT(mb, c)   route out's rows to the replicas of rank (q+1) % p  (non-blocking)
+    RECV_GRAD(mb, c)  block for rows of d loss / d out                    -> (rows, S, D)
+    B(mb, c)          backward; the last q backpropagates loss_sum / (G * S)
+    SEND_GRAD(mb, c)  route d loss / d input rows to rank (q-1) % p       (non-blocking)
+
+then sums the gradients over the stage's replicas (:class:`~hetray.pipeline.training.
+GradReducer`) and takes an optimizer step. Rows are re-split between ranks with different
+replica shares by :func:`hetray.pipeline.reshard.route` (gateway routing on slow links).
+Every op's start and end are recorded for busy fractions and the simulator comparison.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from hetray.accel.device import Device
+from hetray.core.errors import ConfigError
+from hetray.models.gpt import GPTChunk, token_loss_sum
+from hetray.pipeline.layout import PipelineLayout
+from hetray.pipeline.reshard import Endpoint, is_slow, route
+from hetray.pipeline.schedules import Op, OpKind
+from hetray.pipeline.training import GradReducer, OptimizerConfig, ReplicaBatch
+from hetray.pipeline.transport import Forward, MessageKey, MessageKind, SlotKey, Transport
+
+logger = logging.getLogger(__name__)
+
+COMPUTE = (OpKind.FORWARD, OpKind.BACKWARD)
+
+
+@dataclass(frozen=True, slots=True)
+class OpTiming:
+    """When one op ran, in seconds since the worker's step started."""
+
+    op: Op
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerStepStats:
+    """What one replica reports for one step.
+
+    Attributes:
+        endpoint: the replica.
+        step: step index.
+        loss_sum: sum of token cross-entropies it computed (0 unless it holds the last q).
+        num_tokens: tokens those losses cover.
+        step_s: wall seconds of the step (stream, all-reduce and optimizer).
+        busy_s: seconds spent in F and B ops.
+        op_timings: every op of the stream, in order.
+        bytes_by_link: bytes this replica sent (or forwarded) per link class value.
+    """
+
+    endpoint: Endpoint
+    step: int
+    loss_sum: float
+    num_tokens: int
+    step_s: float
+    busy_s: float
+    op_timings: tuple[OpTiming, ...]
+    bytes_by_link: dict[str, int]
+
+
+@dataclass(slots=True)
+class _StepState:
+    """Per-step scratch: received tensors and graphs kept from F until B."""
+
+    step: int
+    batch: ReplicaBatch
+    inbox: dict[tuple[OpKind, int, int], torch.Tensor]
+    saved: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]]
+    input_grads: dict[tuple[int, int], torch.Tensor]
+    loss_sum: float = 0.0
+    num_tokens: int = 0
+
+
+class StageWorker:
+    """One replica of one pipeline rank: its chunks, optimizer, transport and reducer.
+
+    Args:
+        layout: the pipeline layout.
+        endpoint: which rank and replica this is.
+        chunks: ``(v,)`` modules of local chunks ``c = 0..v-1`` (virtual stages ``c p + r``).
+        optimizer: optimizer settings.
+        transport: sends and receives activations and gradients.
+        reducer: sums gradients over the rank's replicas; None only when it has one replica.
+        device: where the chunks run (CPU if None).
+    """
+
+    def __init__(self, *, layout: PipelineLayout, endpoint: Endpoint,
+                 chunks: Sequence[GPTChunk], optimizer: OptimizerConfig, transport: Transport,
+                 reducer: GradReducer | None, device: Device | None = None) -> None:
+        if len(chunks) != layout.num_chunks:
+            raise ConfigError("StageWorker", "chunks", len(chunks),
+                              f"{layout.num_chunks} chunks (v of the layout)")
+        if reducer is None and layout.stages[endpoint.rank].dp > 1:
+            raise ConfigError("StageWorker", "reducer", None,
+                              "a GradReducer: the rank has several replicas")
+        self.layout, self.endpoint = layout, endpoint
+        self.device = device or Device.cpu()
+        self.chunks = [self.device.place(chunk) for chunk in chunks]
+        self.params = [p for chunk in self.chunks for p in chunk.parameters()]
+        self.optimizer = optimizer.build(self.params)
+        self.transport, self.reducer = transport, reducer
+        self.rows = layout.replica_rows(endpoint)
+        self._handlers = {OpKind.FORWARD: self._forward, OpKind.BACKWARD: self._backward,
+                          OpKind.RECV_ACT: self._recv, OpKind.RECV_GRAD: self._recv,
+                          OpKind.SEND_ACT: self._send_act, OpKind.SEND_GRAD: self._send_grad}
+
+    def step(self, step: int, stream: Sequence[Op], batch: ReplicaBatch) -> WorkerStepStats:
+        """Run ``stream`` for training step ``step``, all-reduce, optimizer step.
+
+        Args:
+            step: step index (part of every message key).
+            stream: this rank's ops (from ``build_streams``).
+            batch: this replica's rows (:func:`~hetray.pipeline.training.replica_batch`).
+        """
+        bytes_before = self.transport.counters.snapshot()
+        state = _StepState(step=step, batch=batch, inbox={}, saved={}, input_grads={})
+        self.optimizer.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        timings = []
+        for op in stream:
+            start = time.perf_counter() - t0
+            self._handlers[op.kind](op, state)
+            timings.append(OpTiming(op, start, time.perf_counter() - t0))
+        self._reduce_gradients()
+        self.optimizer.step()
+        after = self.transport.counters.snapshot()
+        return WorkerStepStats(
+            endpoint=self.endpoint, step=step, loss_sum=state.loss_sum,
+            num_tokens=state.num_tokens, step_s=time.perf_counter() - t0,
+            busy_s=sum(t.end_s - t.start_s for t in timings if t.op.kind in COMPUTE),
+            op_timings=tuple(timings),
+            bytes_by_link={k.value: after[k] - bytes_before[k] for k in after})
+
+    def _virtual(self, op: Op) -> int:
+        return op.chunk * self.layout.num_ranks + self.endpoint.rank
+
+    def _recv(self, op: Op, state: _StepState) -> None:
+        q = self._virtual(op)
+        kind = MessageKind.ACT if op.kind is OpKind.RECV_ACT else MessageKind.GRAD
+        slot = SlotKey(step=state.step, kind=kind, microbatch=op.microbatch, virtual_stage=q)
+        received = self.transport.recv(slot, self.rows)
+        state.inbox[(op.kind, op.microbatch, op.chunk)] = self.device.place(received)
+
+    def _forward(self, op: Op, state: _StepState) -> None:
+        q, mb = self._virtual(op), op.microbatch
+        if q == 0:
+            x = self.device.place(_need(state.batch.tokens, "tokens", self.endpoint)[mb])
+        else:
+            x = state.inbox.pop((OpKind.RECV_ACT, mb, op.chunk)).requires_grad_()
+        out = self.chunks[op.chunk](x)
+        if q == self.layout.num_virtual - 1:
+            targets = self.device.place(_need(state.batch.targets, "targets", self.endpoint))
+            out = token_loss_sum(out, targets[mb])
+            state.loss_sum += out.item()
+            state.num_tokens += targets[mb].numel()
+        state.saved[(mb, op.chunk)] = (x, out)
+
+    def _backward(self, op: Op, state: _StepState) -> None:
+        q, mb = self._virtual(op), op.microbatch
+        x, out = state.saved.pop((mb, op.chunk))
+        if q == self.layout.num_virtual - 1:
+            (out / state.batch.total_tokens).backward()
+        else:
+            out.backward(state.inbox.pop((OpKind.RECV_GRAD, mb, op.chunk)))
+        if q > 0:
+            state.input_grads[(mb, op.chunk)] = _need(x.grad, "input grad", self.endpoint)
+
+    def _send_act(self, op: Op, state: _StepState) -> None:
+        _, out = state.saved[(op.microbatch, op.chunk)]
+        self._route(out, self._virtual(op) + 1, MessageKind.ACT, op, state.step)
+
+    def _send_grad(self, op: Op, state: _StepState) -> None:
+        grad = state.input_grads.pop((op.microbatch, op.chunk))
+        self._route(grad, self._virtual(op) - 1, MessageKind.GRAD, op, state.step)
+
+    def _route(self, tensor: torch.Tensor, dst_q: int, kind: MessageKind, op: Op,
+               step: int) -> None:
+        """Send this replica's rows of ``tensor`` (rows, S, D) to the replicas of ``dst_q``."""
+        dst_rank = dst_q % self.layout.num_ranks
+        src_stage, dst_stage = self.layout.stages[self.endpoint.rank], self.layout.stages[dst_rank]
+        slow = is_slow(self.layout.link_class(Endpoint(src_stage.rank, 0), Endpoint(dst_rank, 0)))
+        slot = SlotKey(step=step, kind=kind, microbatch=op.microbatch, virtual_stage=dst_q)
+        first = self.rows[0]
+        for hop in route(src_stage.row_shares, dst_stage.row_shares, slow=slow):
+            if hop.src != self.endpoint.replica:
+                continue
+            forwards = tuple(Forward(Endpoint(dst_rank, p.dst), p.start, p.stop)
+                             for p in hop.forwards)
+            self.transport.send(Endpoint(dst_rank, hop.dst), MessageKey(slot, hop.start, hop.stop),
+                                tensor[hop.start - first:hop.stop - first].detach(), forwards)
+
+    def _reduce_gradients(self) -> None:
+        """Sum every parameter gradient over the rank's replicas (one flat buffer)."""
+        if self.reducer is None:
+            return
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        total = self.reducer.allreduce(flat, self.endpoint.replica)
+        at = 0
+        for param in self.params:
+            param.grad = total[at:at + param.numel()].view_as(param).clone()
+            at += param.numel()
+
+    def named_parameters(self) -> dict[str, torch.Tensor]:
+        """Parameters under the full model's names (detached views)."""
+        return {chunk.full_name(name): p.detach() for chunk in self.chunks
+                for name, p in chunk.named_parameters()}
+
+    def named_gradients(self) -> dict[str, torch.Tensor]:
+        """Gradients of the last step (after the all-reduce) under the full model's names."""
+        return {chunk.full_name(name): p.grad.detach() for chunk in self.chunks
+                for name, p in chunk.named_parameters() if p.grad is not None}
+
+    def state_dict(self) -> dict[str, Any]:
+        """A snapshot (deep copy) of chunk parameters and optimizer state, for checkpoints."""
+        return copy.deepcopy({"chunks": [chunk.state_dict() for chunk in self.chunks],
+                              "optimizer": self.optimizer.state_dict()})
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned.
+
+        Raises:
+            ConfigError: the checkpoint holds a different number of chunks.
+        """
+        if len(state.get("chunks", ())) != len(self.chunks):
+            raise ConfigError("StageWorker.load_state_dict", "chunks",
+                              len(state.get("chunks", ())), f"{len(self.chunks)} chunk states")
+        for chunk, chunk_state in zip(self.chunks, state["chunks"], strict=True):
+            chunk.load_state_dict(chunk_state)
+        self.optimizer.load_state_dict(state["optimizer"])
+
+
+def _need(tensor: torch.Tensor | None, what: str, endpoint: Endpoint) -> torch.Tensor:
+    if tensor is None:
+        raise ValueError(f"stage {endpoint.rank} replica {endpoint.replica}: {what} missing "
+                         "(is the batch from replica_batch for this endpoint?)")
+    return tensor

@@ -1,0 +1,199 @@
+"""Scaling experiments under a real Ray Tune: trainables, resume, report, grid errors.
+
+Sweeps run at ``--smoke`` sizes on the session's local Ray (4 logical CPUs); the resume test
+runs ``hetray tune`` as a separate driver process on that Ray so it can be killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from hetray.cli.main import cli
+from hetray.experiments.grid import load_grid, smoke_grid
+from hetray.experiments.registry import EXPERIMENTS
+from hetray.experiments.report import render_report
+from tests.conftest import REPO
+
+GRIDS = REPO / "examples" / "grids"
+
+
+def _one_trial_grid(name: str, **pinned: object):
+    grid = smoke_grid(load_grid(GRIDS / f"{name}.yaml", EXPERIMENTS), EXPERIMENTS[name])
+    params = {k: v[:1] for k, v in grid.params.items()}
+    params.update({k: [v] for k, v in pinned.items()})
+    return replace(grid, params=params)
+
+
+def _sweep(name: str, out: Path, **pinned: object):
+    from hetray.actors.tune import run_sweep
+
+    return run_sweep(_one_trial_grid(name, **pinned), out, max_concurrent=1, verbose=0)
+
+
+@pytest.fixture(scope="module")
+def planner_sweep(ray_shared, tmp_path_factory):
+    return _sweep("planner", tmp_path_factory.mktemp("sweeps"))
+
+
+@pytest.fixture(scope="module")
+def sweep_factory(ray_shared, tmp_path_factory):
+    def run(name: str, **pinned: object):
+        return _sweep(name, tmp_path_factory.mktemp(name), **pinned)
+
+    return run
+
+
+def _assert_reports_metrics(outcome, name: str) -> None:
+    spec = EXPERIMENTS[name]
+    assert outcome.num_errors == 0
+    assert len(outcome.table) == 1
+    history = pd.read_parquet(outcome.sweep_dir / "history.parquet")
+    assert len(history) >= 1
+    for metric in spec.metrics:
+        assert history[metric].notna().all(), metric
+    for metric in (*spec.metrics, *spec.final_metrics):
+        assert pd.notna(outcome.table[metric].iloc[0]), metric
+
+
+def test_planner_trainable_reports_its_metrics(planner_sweep):
+    _assert_reports_metrics(planner_sweep, "planner")
+    history = pd.read_parquet(planner_sweep.sweep_dir / "history.parquet")
+    rounds = EXPERIMENTS["planner"].params["num_rounds"].smoke
+    assert len(history) == rounds
+    assert history["budget_evals_used"].is_monotonic_increasing
+    assert (history["predicted_tokens_per_s"] > 0).all()
+
+
+def test_pipeline_trainable_measures_the_emulated_link(sweep_factory):
+    outcome = sweep_factory("pipeline", schedule="1f1b", link_latency_ms=20.0)
+    _assert_reports_metrics(outcome, "pipeline")
+    row = outcome.table.iloc[0]
+    assert row["tokens_per_s"] > 0
+    assert row["mb_cross_cluster"] > 0
+    assert row["link_s"] > 0.02  # 8 messages x 20 ms over 2 directed hops
+    assert 0.0 <= row["hidden_link_fraction"] <= 1.0
+    assert 0.0 <= row["bubble"] < 1.0
+
+
+def test_heta_trainable_runs_holder_actors(sweep_factory):
+    outcome = sweep_factory("heta", num_partitions=2)
+    _assert_reports_metrics(outcome, "heta")
+    row = outcome.table.iloc[0]
+    assert row["mb_sent"] > 0  # two holders exchanged partial aggregates
+    assert 0.0 <= row["test_acc"] <= 1.0
+    assert row["link_delay_s"] > 0
+
+
+def test_mspipe_trainable_runs_stage_actors(sweep_factory):
+    outcome = sweep_factory("mspipe", mode="mspipe", staleness=-1, num_shards=1)
+    _assert_reports_metrics(outcome, "mspipe")
+    row = outcome.table.iloc[0]
+    assert row["events_per_s"] > 0
+    assert 0.0 < row["test_ap"] <= 1.0
+
+
+def test_report_writes_nonblank_pngs_and_lists_every_trial(planner_sweep, tmp_path):
+    page = render_report(planner_sweep.sweep_dir, tmp_path / "report", None)
+    text = page.read_text(encoding="utf-8")
+    pngs = sorted((tmp_path / "report").glob("*.png"))
+    assert [p.name for p in pngs] == sorted(p.filename for p in EXPERIMENTS["planner"].plots)
+    for png in pngs:
+        pixels = mpimg.imread(png)
+        assert pixels.ndim == 3
+        assert pixels.shape[0] > 100
+        assert pixels[..., :3].std() > 0.05, f"{png.name} looks blank"
+        assert f"]({png.name})" in text
+    for trial_id in planner_sweep.table["trial_id"]:
+        assert f"| {trial_id} |" in text
+
+
+def test_bad_grid_gives_one_clear_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("experiment: planner\nparams:\n  budget_evalz: [10]\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["tune", "planner", "--grid", str(bad)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0
+    assert str(bad) in result.output
+    assert "params.budget_evalz" in result.output
+    assert "budget_evals" in result.output  # lists the valid parameters
+
+    bad.write_text("experiment: planner\nparams:\n  model: [gpt-1.3b, gpt-9000]\n",
+                   encoding="utf-8")
+    result = CliRunner().invoke(cli, ["tune", "planner", "--grid", str(bad)])
+    assert result.exit_code == 2
+    assert "params.model" in result.output
+    assert "'gpt-9000'" in result.output
+
+
+RESUME_GRID = """experiment: planner
+params:
+  model: gpt-1.3b
+  global_batch: 64
+  num_rounds: 3
+  budget_evals: [30, 400, 401]
+"""
+
+
+def _terminated(sweep_dir: Path) -> list[str]:
+    states = sorted(sweep_dir.glob("experiment_state-*.json"))
+    if not states:
+        return []
+    try:
+        data = json.loads(states[-1].read_text(encoding="utf-8"))
+    except json.JSONDecodeError:  # caught mid-write
+        return []
+    trials = [json.loads(t[0]) for t in data["trial_data"]]
+    return [t["trial_id"] for t in trials if t["status"] == "TERMINATED"]
+
+
+def _hetray(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hetray.cli", *args]
+
+
+def test_resume_continues_an_interrupted_sweep(ray_shared, tmp_path):
+    import ray
+
+    address = ray.get_runtime_context().gcs_address  # the sweeps join the session's Ray
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(RESUME_GRID, encoding="utf-8")
+    out, sweep_dir = tmp_path / "out", tmp_path / "out" / "planner"
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "0"}
+    first = subprocess.Popen(_hetray("tune", "planner", "--grid", str(grid), "--out", str(out),
+                                     "--max-concurrent", "1", "--verbose", "0",
+                                     "--address", address),
+                             env=env, cwd=REPO, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 150
+        while not _terminated(sweep_dir) and first.poll() is None:
+            assert time.monotonic() < deadline, "first trial did not finish in time"
+            time.sleep(0.2)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    done = _terminated(sweep_dir)
+    assert len(done) == 1
+    assert not (sweep_dir / "results.parquet").exists()
+    done_dir = next(sweep_dir.glob(f"*{done[0]}*"))
+    lines_before = (done_dir / "result.json").read_text(encoding="utf-8")
+
+    resumed = subprocess.run(_hetray("tune", "planner", "--out", str(out), "--resume",
+                                     "--address", address),
+                             env=env, cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    table = pd.read_parquet(sweep_dir / "results.parquet")
+    assert sorted(table["config/budget_evals"]) == [30, 400, 401]
+    assert (table["training_iteration"] == 3).all()
+    assert (done_dir / "result.json").read_text(encoding="utf-8") == lines_before

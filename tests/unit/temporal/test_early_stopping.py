@@ -1,0 +1,82 @@
+"""Early stopping on validation AP: the stopping rule and the restored parameters."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hetray.core.errors import ConfigError
+from hetray.temporal import (
+    InlineSources,
+    LocalMemoryStore,
+    MemoryConfig,
+    MemoryTGNN,
+    ModelConfig,
+    ModelKind,
+    PipelineConfig,
+    PipelineMode,
+    SyntheticConfig,
+    TrainConfig,
+    chronological_split,
+    fit,
+    synthetic_events,
+)
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models: one thread is as fast, and does not spin against other load."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def stream():
+    events = synthetic_events(SyntheticConfig(num_events=2000))
+    return events, chronological_split(events)
+
+
+def _fit(stream, train_cfg):
+    events, split = stream
+    torch.manual_seed(0)
+    cfg = ModelConfig(kind=ModelKind.JODIE, memory_dim=16, time_dim=16,
+                      edge_feat_dim=events.edge_feat_dim)
+    model = MemoryTGNN(cfg)
+    store = LocalMemoryStore(MemoryConfig(num_nodes=events.num_nodes, memory_dim=16,
+                                          edge_feat_dim=events.edge_feat_dim))
+    report = fit(model, events, split, train_cfg=train_cfg,
+                 pipe_cfg=PipelineConfig(mode=PipelineMode.SEQUENTIAL),
+                 sources=InlineSources(events, split, cfg.num_neighbors, 0), store=store)
+    return model, report
+
+
+def test_patience_must_not_be_negative():
+    with pytest.raises(ConfigError, match="patience"):
+        TrainConfig(patience=-1)
+
+
+def test_stops_after_patience_and_restores_the_best_epoch(stream):
+    cfg = TrainConfig(epochs=8, batch_size=100, lr=3e-2, patience=2)
+    model, report = _fit(stream, cfg)
+    history = report.val_history
+    best = max(range(len(history)), key=history.__getitem__) + 1
+    assert report.best_epoch == best
+    assert report.val.ap == max(history)
+    assert len(history) == cfg.epochs or len(history) - best == cfg.patience
+    assert best < len(history), "this configuration is chosen so that a restore happens"
+    # Training is deterministic on CPU: the restored parameters are those of a run that
+    # simply stops at the best epoch.
+    plain, plain_report = _fit(stream, TrainConfig(epochs=best, batch_size=100, lr=3e-2))
+    assert plain_report.best_epoch == best
+    for (name, a), b in zip(model.named_parameters(), plain.parameters(), strict=True):
+        assert torch.equal(a, b), name
+    assert report.test.num_events == plain_report.test.num_events > 0
+
+
+def test_without_patience_every_epoch_runs_and_the_last_is_kept(stream):
+    _, report = _fit(stream, TrainConfig(epochs=3, batch_size=100, lr=3e-2))
+    assert len(report.val_history) == 3
+    assert report.best_epoch == 3
+    assert report.val.ap == report.val_history[-1]
