@@ -12,7 +12,7 @@ thread blocks in a RECV, other threads accept :meth:`StageActor.deliver` calls f
 
     sender compute thread           link thread (emulated links only)       receiver
     ---------------------           ---------------------------------       --------
-    send(dst, key, rows)  ------->  sleep alpha + bytes/beta  ---------->   deliver()
+    send(dst, key, rows)  ------->  wait alpha + bytes/beta  ----------->   deliver()
       (returns at once)               then peer.deliver.remote(...)          -> mailbox
     recv(slot, rows)  <--------------------------------------------------   (blocks)
 
@@ -52,6 +52,7 @@ from hetray.pipeline.transport import (
     MessageKey,
     SlotKey,
     accept,
+    after_link,
 )
 
 logger = logging.getLogger(__name__)
@@ -138,12 +139,8 @@ class RayTransport:
         link = self.layout.link_class(self.endpoint, dst)
         num_bytes = tensor.numel() * tensor.element_size()
         self.counters.add(link, num_bytes)
-        emulator = self._emulator(link, dst)
-        if emulator is None:
-            self._post(dst, key, tensor, forwards)
-            return
-        future = emulator.transfer(num_bytes)
-        future.add_done_callback(lambda _: self._post(dst, key, tensor, forwards))
+        after_link(self._emulator(link, dst), num_bytes,
+                   lambda: self._post(dst, key, tensor, forwards))
 
     def deliver(self, key: MessageKey, tensor: torch.Tensor,
                 forwards: tuple[Forward, ...]) -> None:

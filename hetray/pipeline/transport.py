@@ -250,6 +250,18 @@ class InProcessNetwork:
             emulator.close()
 
 
+def after_link(emulator: LinkEmulator | None, num_bytes: int,
+               deliver: Callable[[], None]) -> None:
+    """Run ``deliver`` once ``num_bytes`` crossed ``emulator``'s link (at once when None).
+
+    The wait happens on the emulator's timer thread, never on the caller's.
+    """
+    if emulator is None:
+        deliver()
+        return
+    emulator.transfer(num_bytes).add_done_callback(lambda _: deliver())
+
+
 class InProcessTransport:
     """A :class:`Transport` for one endpoint of an :class:`InProcessNetwork`.
 
@@ -270,11 +282,8 @@ class InProcessTransport:
         self.counters.add(link, tensor.numel() * tensor.element_size())
         target = self.network.transport(dst)
         emulator = self.network.emulator(link, self.endpoint, dst)
-        if emulator is None:
-            target.deliver(key, tensor, forwards)
-            return
-        future = emulator.transfer(tensor.numel() * tensor.element_size())
-        future.add_done_callback(lambda _: target.deliver(key, tensor, forwards))
+        after_link(emulator, tensor.numel() * tensor.element_size(),
+                   lambda: target.deliver(key, tensor, forwards))
 
     def deliver(self, key: MessageKey, tensor: torch.Tensor,
                 forwards: tuple[Forward, ...]) -> None:

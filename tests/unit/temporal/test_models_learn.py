@@ -20,16 +20,7 @@ from hetray.temporal import (
     synthetic_events,
 )
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models: one thread is as fast, and does not spin against other load."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
