@@ -18,10 +18,10 @@ from pathlib import Path
 
 import ray
 import torch
-from hetray.actors.placement import bundle_options, reserve
+from hetray.actors.placement import bundle_options, kill_actors, release, reserve
 from ray.exceptions import RayActorError
 from ray.util import collective
-from ray.util.placement_group import PlacementGroup, remove_placement_group
+from ray.util.placement_group import PlacementGroup
 
 from hetray.core.errors import PartitionHolderError
 from hetray.graph.hetero import HeteroGraph
@@ -204,19 +204,13 @@ class PartitionHolderGroup:
         logger.info("restarted partition holders from %s", self.checkpoint_dir)
 
     def _kill_holders(self) -> None:
-        for actor in self.holder_actors:
-            ray.kill(actor, no_restart=True)
+        kill_actors(self.holder_actors)
         self.holder_actors = []
 
     def shutdown(self) -> None:
-        """Stop the holders and release the placement group."""
-        for actor in self.holder_actors:
-            try:
-                ray.get(actor.shutdown.remote(), timeout=10)
-            except (RayActorError, ray.exceptions.GetTimeoutError):
-                logger.debug("holder already gone during shutdown")
-        self._kill_holders()
-        remove_placement_group(self.placement)
+        """Stop the holders (politely, then by force) and release the placement group."""
+        release(self.holder_actors, self.placement)
+        self.holder_actors = []
 
     def __enter__(self) -> PartitionHolderGroup:
         return self

@@ -31,10 +31,10 @@ from typing import Any
 
 import ray
 import torch
-from hetray.actors.placement import bundle_options, reserve, total_request
+from hetray.actors.placement import bundle_options, kill_actors, release, reserve, total_request
 from hetray.actors.stage import StageActor, StageActorSpec, StageInfo, remote_options
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
-from ray.util.placement_group import PlacementGroup, remove_placement_group
+from ray.exceptions import RayActorError, RayTaskError
+from ray.util.placement_group import PlacementGroup
 
 from hetray.accel.detect import CPU_MODEL
 from hetray.accel.resources import bundle
@@ -49,9 +49,6 @@ from hetray.pipeline.training import OptimizerConfig, replica_batch
 from hetray.pipeline.transport import DEFAULT_RECV_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
-
-#: Seconds to wait for an actor's ``shutdown`` before it is killed.
-SHUTDOWN_PATIENCE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -295,19 +292,13 @@ class PipelineStageGroup:
         return {name: t for part in found.values() for name, t in part.items()}
 
     def _kill_actors(self) -> None:
-        for actor in self.stage_actors.values():
-            ray.kill(actor, no_restart=True)
+        kill_actors(list(self.stage_actors.values()))
         self.stage_actors = {}
 
     def shutdown(self) -> None:
         """Stop the actors (politely, then by force) and release the placement group."""
-        refs = [a.shutdown.remote() for a in self.stage_actors.values()]
-        try:
-            ray.get(refs, timeout=SHUTDOWN_PATIENCE_S)
-        except (RayActorError, RayTaskError, GetTimeoutError):
-            logger.debug("a stage actor was already gone during shutdown")
-        self._kill_actors()
-        remove_placement_group(self.placement)
+        release(list(self.stage_actors.values()), self.placement)
+        self.stage_actors = {}
 
     def __enter__(self) -> PipelineStageGroup:
         return self
