@@ -7,7 +7,12 @@ arrive out of order. Every ``checkpoint_every`` versions (and at each reset) the
 writes itself to ``{checkpoint_dir}/shard_{s}.parquet``.
 
 :class:`MemoryStoreGroup` routes node ids to shards (``n % P``) and implements the
-:class:`~hetray.temporal.mspipe.MemoryBackend` protocol for the pipeline. When a shard dies
+:class:`~hetray.temporal.mspipe.MemoryBackend` protocol for the pipeline. The group holds
+write-backs until the next read and sends them with it in one call per shard
+(``write_read``; see "Grouped memory I/O" in :mod:`hetray.temporal.mspipe` for why). No read
+waits on a held write: a read issued after a write carries it, and held writes are sent on
+their own before the caller blocks on a write or on a read that needs them, and at
+:meth:`MemoryStoreGroup.drain`. When a shard dies
 it is restarted from its last checkpoint and fast-forwarded to the current version; the
 updates since that checkpoint are lost and reported in :attr:`MemoryStoreGroup.recoveries`.
 """
@@ -82,6 +87,19 @@ class MemoryStore:
             self._cond().notify_all()
         return spent
 
+    async def write_many(self, updates: list[MemoryUpdate], first_version: int) -> float:
+        """:meth:`write` each update in order as ``first_version, first_version + 1, ...``."""
+        spent = 0.0
+        for version, update in enumerate(updates, start=first_version):
+            spent += await self.write(update, version)
+        return spent
+
+    async def write_read(self, updates: list[MemoryUpdate], first_version: int,
+                         nodes: np.ndarray, min_version: int) -> tuple[float, ServedRead]:
+        """:meth:`write_many`, then :meth:`read`, in one call (the group coalesces them)."""
+        spent = await self.write_many(updates, first_version)
+        return spent, await self.read(nodes, min_version)
+
     async def reset(self) -> None:
         """Zero the state (keeps the version) and checkpoint it."""
         self._shard.reset()
@@ -123,17 +141,28 @@ class _PendingRead:
         owner = nid2shard(nodes, group.num_shards)
         self.parts = [nodes[owner == s] for s in range(group.num_shards)]
         self.actors = list(group.actors)
-        self.refs = [a.read.remote(p, min_version) for a, p in zip(self.actors, self.parts,
-                                                                    strict=True)]
+        held = group.take_held_writes()
+        if not held:
+            self.refs = [a.read.remote(p, min_version)
+                         for a, p in zip(self.actors, self.parts, strict=True)]
+            return
+        self.refs = []
+        for s, (actor, part) in enumerate(zip(self.actors, self.parts, strict=True)):
+            write_ref, read_ref = actor.write_read.options(num_returns=2).remote(
+                [parts[s] for parts, _, _ in held], held[0][1], part, min_version)
+            group.track_write(s, actor, write_ref, held)
+            self.refs.append(read_ref)
 
     def result(self) -> MemoryRows:
+        if self.min_version > self.group.sent:  # it needs writes the group still holds
+            self.group.send_held_writes()
         try:
             served: list[ServedRead] = ray.get(self.refs)
         except RayActorError:
             served = [self._recovered(shard, ref) for shard, ref in enumerate(self.refs)]
         start = time.perf_counter()
         rows = merge_reads(self.nodes, [s.rows for s in served], self.group.num_shards)
-        self.group.fetch_s = max(s.serve_s for s in served) + time.perf_counter() - start
+        self.group.fetch_s += max(s.serve_s for s in served) + time.perf_counter() - start
         return rows
 
 
@@ -148,10 +177,14 @@ class _PendingRead:
 
 
 class _PendingWrite:
-    def __init__(self, refs: list[ray.ObjectRef]) -> None:
-        self.refs = refs
+    """A write-back; sent now if the group still holds it for the next read."""
+
+    def __init__(self, group: MemoryStoreGroup, num_shards: int) -> None:
+        self.group = group
+        self.refs: list[ray.ObjectRef | None] = [None] * num_shards
 
     def result(self) -> float:
+        self.group.send_held_writes()
         return max(ray.get(self.refs))
 
 
@@ -166,9 +199,11 @@ class MemoryStoreGroup:
         self.actors: list[Any] = []
         self.submitted = 0
         self.fetch_s = 0.0
-        self.write_s = 0.0
+        self.write_s = [0.0] * num_shards
         self.in_flight: list[tuple[int, Any, ray.ObjectRef]] = []
         self.recoveries: list[str] = []
+        self._held: list[tuple[list[MemoryUpdate], int, _PendingWrite]] = []
+        self.sent = 0
 
     @classmethod
     def create(cls, config: MemoryConfig, num_shards: int = 2, *, checkpoint_dir: str = "",
@@ -208,13 +243,38 @@ class MemoryStoreGroup:
         return _PendingRead(self, nodes, min_version)
 
     def write(self, update: MemoryUpdate, version: int) -> _PendingWrite:
-        """Send each shard its part of ``update`` as ``version`` (asynchronous)."""
-        parts = split_update(update, self.num_shards)
-        refs = [a.write.remote(p, version) for a, p in zip(self.actors, parts, strict=True)]
+        """Give each shard its part of ``update`` as ``version`` (asynchronous).
+
+        The write is held until the next read carries it (see the module doc).
+        """
+        pending = _PendingWrite(self, self.num_shards)
+        self._held.append((split_update(update, self.num_shards), version, pending))
         self.submitted = version
-        self.in_flight += [(s, self.actors[s], ref) for s, ref in enumerate(refs)]
         self._harvest()
-        return _PendingWrite(refs)
+        return pending
+
+    def take_held_writes(self) -> list[tuple[list[MemoryUpdate], int, _PendingWrite]]:
+        """The writes held for the next read, oldest first (the caller sends them)."""
+        held, self._held = self._held, []
+        if held:
+            self.sent = held[-1][1]
+        return held
+
+    def track_write(self, shard: int, actor: Any, ref: ray.ObjectRef,
+                    held: list[tuple[list[MemoryUpdate], int, _PendingWrite]]) -> None:
+        """Note the call ``ref`` that carries ``held`` to ``shard``."""
+        for _, _, pending in held:
+            pending.refs[shard] = ref
+        self.in_flight.append((shard, actor, ref))
+
+    def send_held_writes(self) -> None:
+        """Send the held writes on their own (no read came to carry them)."""
+        held = self.take_held_writes()
+        if not held:
+            return
+        for s, actor in enumerate(self.actors):
+            ref = actor.write_many.remote([parts[s] for parts, _, _ in held], held[0][1])
+            self.track_write(s, actor, ref, held)
 
     def _harvest(self) -> None:
         """Collect finished writes (their durations), recovering shards that died."""
@@ -223,19 +283,25 @@ class MemoryStoreGroup:
         done = set(ready)
         for shard, actor, ref in [x for x in self.in_flight if x[2] in done]:
             try:
-                self.write_s = ray.get(ref)
+                self.write_s[shard] += ray.get(ref)
             except RayActorError:
                 self.recover(shard, actor)
         self.in_flight = [x for x in self.in_flight if x[2] not in done]
 
     def stage_seconds(self) -> tuple[float, float]:
-        """Latest memory-fetch and write-back seconds (tau_3, tau_5)."""
-        return self.fetch_s, self.write_s
+        """Memory-fetch and write-back seconds finished since the last call (tau_3, tau_5).
+
+        Shards work in parallel, so the slowest shard's write time counts.
+        """
+        fetch, write = self.fetch_s, max(self.write_s)
+        self.fetch_s, self.write_s = 0.0, [0.0] * self.num_shards
+        return fetch, write
 
     def recover(self, shard: int, dead: Any) -> None:
         """Restart dead shard actor ``dead`` from its checkpoint and fast-forward it.
 
-        Does nothing when ``dead`` was already replaced. The lost updates are noted in
+        It jumps to the last version sent; writes still held reach it afterwards. Does
+        nothing when ``dead`` was already replaced. The lost updates are noted in
         :attr:`recoveries`.
 
         Raises:
@@ -246,10 +312,9 @@ class MemoryStoreGroup:
         if not self.checkpoint_dir:
             raise MemoryStoreError(shard, "actor died and checkpointing is off")
         self.actors[shard] = self._start(shard)
-        restored = ray.get(self.actors[shard].fast_forward.remote(self.submitted))
+        restored = ray.get(self.actors[shard].fast_forward.remote(self.sent))
         note = (f"shard {shard} restored from checkpoint version {restored}; lost the updates "
-                f"of {self.submitted - restored} batch(es) (versions {restored + 1}.."
-                f"{self.submitted})")
+                f"of {self.sent - restored} batch(es) (versions {restored + 1}..{self.sent})")
         logger.warning("%s", note)
         self.recoveries.append(note)
 
@@ -259,9 +324,10 @@ class MemoryStoreGroup:
 
     def drain(self) -> list[str]:
         """Wait for every in-flight write; returns the recovery notes not yet returned."""
+        self.send_held_writes()
         for shard, actor, ref in self.in_flight:
             try:
-                self.write_s = ray.get(ref)
+                self.write_s[shard] += ray.get(ref)
             except RayActorError:
                 self.recover(shard, actor)
         self.in_flight = []

@@ -3,8 +3,11 @@
 ``TemporalSampler`` holds the T-CSRs and draws negatives and most-recent neighbours;
 ``FeatureFetcher`` holds the edge features and gathers those of the sampled events. The
 trainer asks :class:`ActorBatchSource` for batch ``i + depth`` while it trains batch ``i``;
-the sampled batch travels from sampler to fetcher as an ObjectRef, never through the
-driver.
+batches travel in chunks of ``chunk`` consecutive batches (one sampler call, one fetcher
+call and one object per chunk: a Ray call costs about a millisecond of CPU on each side,
+and a few more once its payload passes Ray's 100 KB inline limit, which a per-batch call
+would pay every step on the trainer's cores), and the chunk travels from sampler to
+fetcher as an ObjectRef, never through the driver.
 """
 
 from __future__ import annotations
@@ -33,12 +36,13 @@ class TemporalSampler:
         self._num_neighbors = num_neighbors
         self._seed = seed
 
-    def sample(self, csr_name: str, eids: np.ndarray, index: int,
-               neg_stream: tuple[int, ...]) -> SampledBatch:
-        """Sample one batch of events ``eids`` (int64 (B,))."""
-        return sample_batch(self._events, self._csrs[csr_name], eids, index=index,
-                            num_neighbors=self._num_neighbors,
-                            neg_stream=(*neg_stream, index), seed=self._seed)
+    def sample(self, csr_name: str, eid_batches: list[np.ndarray], first_index: int,
+               neg_stream: tuple[int, ...]) -> list[SampledBatch]:
+        """Sample consecutive batches ``first_index, ...`` of events (int64 (B,) each)."""
+        return [sample_batch(self._events, self._csrs[csr_name], eids, index=index,
+                             num_neighbors=self._num_neighbors,
+                             neg_stream=(*neg_stream, index), seed=self._seed)
+                for index, eids in enumerate(eid_batches, start=first_index)]
 
     def ping(self) -> bool:
         """Liveness check."""
@@ -51,9 +55,9 @@ class FeatureFetcher:
     def __init__(self, edge_feat: np.ndarray) -> None:
         self._edge_feat = edge_feat
 
-    def fetch(self, batch: SampledBatch) -> SampledBatch:
-        """Attach ``nbr_feat`` float32 (R, K, D_e)."""
-        return fetch_features(batch, self._edge_feat)
+    def fetch(self, batches: list[SampledBatch]) -> list[SampledBatch]:
+        """Attach ``nbr_feat`` float32 (R, K, D_e) to each batch."""
+        return [fetch_features(batch, self._edge_feat) for batch in batches]
 
     def ping(self) -> bool:
         """Liveness check."""
@@ -69,34 +73,45 @@ class ActorBatchSource:
     """One pass's batches, produced ahead by the actors (``request``) and taken in order."""
 
     def __init__(self, sampler: Any, fetcher: Any, csr_name: str,
-                 eid_batches: list[np.ndarray], neg_stream: tuple[int, ...]) -> None:
+                 eid_batches: list[np.ndarray], neg_stream: tuple[int, ...], chunk: int) -> None:
         self._sampler, self._fetcher = sampler, fetcher
         self._csr_name, self._eid_batches, self._neg_stream = csr_name, eid_batches, neg_stream
+        self._chunk = chunk
         self._refs: dict[int, ray.ObjectRef] = {}
+        self._ready: dict[int, SampledBatch] = {}
 
     def request(self, index: int) -> None:
-        """Start sampling and feature fetch of batch ``index``."""
-        if index not in self._refs:
+        """Start sampling and feature fetch of the chunk holding batch ``index``."""
+        first = index - index % self._chunk
+        if first not in self._refs and index not in self._ready:
             sampled_ref = self._sampler.sample.remote(
-                self._csr_name, self._eid_batches[index], index, self._neg_stream)
-            self._refs[index] = self._fetcher.fetch.remote(sampled_ref)
+                self._csr_name, self._eid_batches[first:first + self._chunk], first,
+                self._neg_stream)
+            self._refs[first] = self._fetcher.fetch.remote(sampled_ref)
 
     def get(self, index: int) -> SampledBatch:
-        """Batch ``index`` (requested now if it was not)."""
-        self.request(index)
-        return ray.get(self._refs.pop(index))
+        """Batch ``index`` (its chunk is requested now if it was not)."""
+        if index not in self._ready:
+            self.request(index)
+            first = index - index % self._chunk
+            chunk: list[SampledBatch] = ray.get(self._refs.pop(first))
+            self._ready.update(enumerate(chunk, start=first))
+        return self._ready.pop(index)
 
 
 class PrefetchGroup:
     """A sampler and a feature fetcher; opens an :class:`ActorBatchSource` per pass."""
 
-    def __init__(self, sampler: Any, fetcher: Any) -> None:
-        self.sampler, self.fetcher = sampler, fetcher
+    def __init__(self, sampler: Any, fetcher: Any, chunk: int) -> None:
+        self.sampler, self.fetcher, self.chunk = sampler, fetcher, chunk
 
     @classmethod
     def create(cls, events: EventStream, split: TemporalSplit, *, num_neighbors: int,
-               seed: int, num_cpus: float = 0.25, timeout_s: float = 120.0) -> PrefetchGroup:
+               seed: int, chunk: int = 4, num_cpus: float = 0.25,
+               timeout_s: float = 120.0) -> PrefetchGroup:
         """Start both actors (events are put in the object store once).
+
+        ``chunk`` consecutive batches travel per call (see the module doc).
 
         Raises:
             ActorStartupError: an actor did not answer within ``timeout_s``.
@@ -106,7 +121,7 @@ class PrefetchGroup:
             events_ref, split, num_neighbors, seed)
         fetcher = ray.remote(FeatureFetcher).options(**remote_options(num_cpus)).remote(
             events.edge_feat)
-        group = cls(sampler, fetcher)
+        group = cls(sampler, fetcher, chunk)
         try:
             ray.get([sampler.ping.remote(), fetcher.ping.remote()], timeout=timeout_s)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as err:
@@ -117,7 +132,8 @@ class PrefetchGroup:
     def open(self, csr_name: str, eid_batches: list[np.ndarray],
              neg_stream: tuple[int, ...]) -> ActorBatchSource:
         """A source for one pass."""
-        return ActorBatchSource(self.sampler, self.fetcher, csr_name, eid_batches, neg_stream)
+        return ActorBatchSource(self.sampler, self.fetcher, csr_name, eid_batches, neg_stream,
+                                self.chunk)
 
     def shutdown(self) -> None:
         """Kill both actors."""

@@ -22,9 +22,16 @@ timers) shows the stage timers miss nothing. ``ideal_speedup_mspipe_stages`` div
 MSPipe's slowest stage instead; ``mspipe_pipeline_efficiency`` is MSPipe's slowest stage over
 its own wall time per batch (load-independent: both from the MSPipe run), and
 ``mspipe_overhead_ms_per_batch`` is the difference: the trainer's Ray traffic (getting batches
-and rows, submitting writes), which no stage hides. The two runs are minutes apart, so under
-a changing load ``speedup`` compares different conditions; ``speedup_fastest_epochs``
-(fastest epoch of each run) is the least load-sensitive throughput ratio.
+and rows, submitting writes), which no stage hides. The headline's ``speedup``,
+``ideal_speedup`` and ``fraction_of_ideal`` are medians over ``--speed-repeats`` pairs of
+one-epoch runs, sequential then MSPipe, seconds apart (``speed_pairs`` lists each pair);
+the long AP runs are minutes apart, so their ratio (``*_long_run``) compares two machine
+loads. Every other cell is one pair.
+
+MSPipe runs with its defaults: each memory read serves ``io_batches`` consecutive batches
+and carries the write-backs since the previous read, prefetch moves batches in chunks of
+the same size, one memory-store shard (``--shards``): on 2 cores every Ray call the trainer
+makes stalls its step by several ms (see "Grouped memory I/O" in hetray.temporal.mspipe).
 
 Stale rows are mitigated by replaying the trainer's own in-flight write-backs
 (``--mitigation own_writes``, the default; exact for one trainer, so MSPipe's AP equals the
@@ -124,13 +131,13 @@ def probe_threads(events: EventStream, kind: ModelKind) -> dict[str, Any]:
 
 
 def one_run(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
-            pipe_cfg: PipelineConfig) -> tuple[FitReport, dict[str, Any]]:
+            pipe_cfg: PipelineConfig, shards: int) -> tuple[FitReport, dict[str, Any]]:
     """Train once; returns the report and its JSON summary with per-batch stage times."""
     split = chronological_split(events)
     cfg = ModelConfig(kind=kind, edge_feat_dim=events.edge_feat_dim)
     model = build_model(cfg, train_cfg.seed)
     report = run_tgnn(events, split, model=model, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
-                      store_cfg=StoreConfig(num_shards=2))
+                      store_cfg=StoreConfig(num_shards=shards))
     out = summary(report)
     out["stage_ms_per_batch"] = {s: 1000 * v for s, v in stage_per_batch(report).items()}
     out["train_wall_s"] = sum(p.wall_s for p in report.train_passes)
@@ -169,10 +176,11 @@ def accounting(seq: dict[str, Any], pipe: dict[str, Any]) -> dict[str, Any]:
 
 
 def compare(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
-            mitigation: Mitigation) -> dict[str, Any]:
+            mitigation: Mitigation, shards: int) -> dict[str, Any]:
     """Sequential and MSPipe on one stream: throughput ratio, ideal ratio, AP / AUC of both."""
-    _, seq = one_run(events, kind, train_cfg, PipelineConfig(mode=PipelineMode.SEQUENTIAL))
-    _, pipe = one_run(events, kind, train_cfg, PipelineConfig(mitigation=mitigation))
+    _, seq = one_run(events, kind, train_cfg, PipelineConfig(mode=PipelineMode.SEQUENTIAL),
+                     shards)
+    _, pipe = one_run(events, kind, train_cfg, PipelineConfig(mitigation=mitigation), shards)
     return {
         **accounting(seq, pipe),
         "events_per_s_sequential": seq["train_events_per_s"],
@@ -188,10 +196,32 @@ def compare(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
     }
 
 
+def speed_pairs(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
+                mitigation: Mitigation, shards: int, repeats: int) -> dict[str, Any]:
+    """Alternate one-epoch sequential and MSPipe runs ``repeats`` times; medians of the pairs.
+
+    Each pair's runs are seconds apart, so a pair sees one machine load; the median over
+    pairs is the headline speed-up (the long AP runs are minutes apart).
+    """
+    pairs = []
+    for _ in range(repeats):
+        _, seq = one_run(events, kind, train_cfg, PipelineConfig(mode=PipelineMode.SEQUENTIAL),
+                         shards)
+        _, pipe = one_run(events, kind, train_cfg, PipelineConfig(mitigation=mitigation),
+                          shards)
+        pairs.append(accounting(seq, pipe))
+    keys = ("speedup", "ideal_speedup", "fraction_of_ideal", "sequential_ms_per_batch",
+            "mspipe_ms_per_batch")
+    return {"median": {k: statistics.median(p[k] for p in pairs) for k in keys},
+            "pairs": [{k: p[k] for k in (*keys, "sequential_stage_ms_per_batch",
+                                         "mspipe_stage_ms_per_batch")} for p in pairs]}
+
+
 def headline_row(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
-                 seeds: list[int], mitigation: Mitigation) -> dict[str, Any]:
+                 seeds: list[int], mitigation: Mitigation, shards: int) -> dict[str, Any]:
     """:func:`compare` for each seed; AP and speed-up are means over the seeds."""
-    rows = [compare(events, kind, replace(train_cfg, seed=seed), mitigation) for seed in seeds]
+    rows = [compare(events, kind, replace(train_cfg, seed=seed), mitigation, shards)
+            for seed in seeds]
     out = dict(rows[0])
     if len(rows) > 1:
         for key in ("ap_sequential", "ap_mspipe", "auc_sequential", "auc_mspipe", "speedup",
@@ -223,6 +253,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=1e-3, help="lr of the short cells")
     parser.add_argument("--headline-lr", type=float, default=1e-4, help="lr of the headline")
     parser.add_argument("--synthetic-events", type=int, default=10000)
+    parser.add_argument("--shards", type=int, default=1,
+                        help="memory-store shards (1 on a 2-core machine: each shard is one "
+                             "more Ray call per memory read)")
+    parser.add_argument("--speed-repeats", type=int, default=5,
+                        help="alternating one-epoch sequential/MSPipe pairs timed for the "
+                             "headline speed-up (median)")
     parser.add_argument("--models", default="tgn,jodie,apan")
     parser.add_argument("--datasets", default="collegemsg,bitcoin_otc,synthetic")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "tgnn.json")
@@ -240,9 +276,16 @@ def run_grid(args: argparse.Namespace, streams: dict[str, EventStream]) -> dict[
     for name in args.datasets.split(","):
         for kind in args.models.split(","):
             if (name, kind) == HEADLINE:
-                row = headline_row(streams[name], ModelKind(kind), long, seeds, mitigation)
+                row = headline_row(streams[name], ModelKind(kind), long, seeds, mitigation,
+                                   args.shards)
+                timing = speed_pairs(streams[name], ModelKind(kind), short, mitigation,
+                                     args.shards, args.speed_repeats)
+                row.update({f"{k}_long_run": row[k] for k in
+                            ("speedup", "ideal_speedup", "fraction_of_ideal")})
+                row.update(timing["median"])
+                row["speed_pairs"] = timing["pairs"]
             else:
-                row = compare(streams[name], ModelKind(kind), short, mitigation)
+                row = compare(streams[name], ModelKind(kind), short, mitigation, args.shards)
             grid.setdefault(name, {})[kind] = row
             print(f"{name:>12} {kind:>5}: speedup {row['speedup']:.2f} (ideal "
                   f"{row['ideal_speedup']:.2f}), AP seq {row['ap_sequential']:.4f} mspipe "
@@ -268,7 +311,9 @@ def main() -> None:
             "sequential_stage_ms_per_batch", "sequential_unaccounted_ms_per_batch",
             "mspipe_ms_per_batch", "mspipe_stage_ms_per_batch", "mspipe_slowest_stage",
             "mspipe_overhead_ms_per_batch", "speedup_fastest_epochs",
-            "ideal_speedup_mspipe_stages", "mspipe_pipeline_efficiency", "seeds", "best_epoch")
+            "ideal_speedup_mspipe_stages", "mspipe_pipeline_efficiency", "seeds", "best_epoch",
+            "speedup_long_run", "ideal_speedup_long_run", "fraction_of_ideal_long_run",
+            "speed_pairs")
     college_tgn = grid.get(HEADLINE[0], {}).get(HEADLINE[1], {})
     result = {
         "tgn": {k: headline[k] for k in keys} if headline else {},
@@ -279,7 +324,10 @@ def main() -> None:
                      "epochs_other_cells": args.epochs, "batch_size": args.batch_size,
                      "lr": args.lr, "headline_lr": args.headline_lr, "memory_dim": 100,
                      "time_dim": 100, "num_neighbors": 10,
-                     "memory_store_shards": 2, "headline": "/".join(HEADLINE),
+                     "memory_store_shards": args.shards, "headline": "/".join(HEADLINE),
+                     "speed_repeats": args.speed_repeats,
+                     "pipeline": {k: getattr(PipelineConfig(), k) for k in (
+                         "io_batches", "max_staleness", "prefetch_depth")},
                      "mitigation": args.mitigation,
                      "cpu_count": os.cpu_count(), "load_avg_at_start": os.getloadavg(),
                      **threads},

@@ -27,6 +27,7 @@ from hetray.temporal.mspipe import (
     PipelineConfig,
     StageClock,
     choose_staleness,
+    group_size,
 )
 from hetray.temporal.sampler import TemporalCSR
 from hetray.temporal.train import StepResult
@@ -55,33 +56,77 @@ class InlineSource:
 
 
 @dataclass(slots=True)
+class _GroupRead:
+    """One memory read serving consecutive batches (the union of their nodes)."""
+
+    pending: Pending[MemoryRows]
+    nodes: np.ndarray
+    min_version: int
+    rows: MemoryRows | None = None
+
+    def rows_of(self, batch: SampledBatch, clock: StageClock) -> MemoryRows:
+        """``batch``'s rows; the first call waits for the read (timed as ``wait_memory``)."""
+        if self.rows is None:
+            start = time.perf_counter()
+            self.rows = self.pending.result()
+            clock.observe("wait_memory", time.perf_counter() - start)
+        if len(self.nodes) == len(batch.nodes):
+            return self.rows
+        return self.rows.take(np.searchsorted(self.nodes, batch.nodes))
+
+
+@dataclass(slots=True)
 class _PassState:
     """Book-keeping of one pass: outstanding reads, recent writes, results."""
 
     base: int
-    reads: dict[int, tuple[Pending[MemoryRows], int]] = field(default_factory=dict)
+    num_batches: int
+    reads: dict[int, _GroupRead] = field(default_factory=dict)
     batches: dict[int, SampledBatch] = field(default_factory=dict)
     written: dict[int, MemoryUpdate] = field(default_factory=dict)
     next_read: int = 0
+    requested: int = 0
     staleness: Counter[int] = field(default_factory=Counter)
     excess: int = -10**9
     results: list[tuple[SampledBatch, StepResult]] = field(default_factory=list)
 
 
-def _issue_reads(state: _PassState, upto: int, k: int, source: BatchSource,
-                 store: MemoryBackend, clock: StageClock) -> None:
-    """Issue the reads of batches ``next_read..upto`` with bound ``min_version = j - k``."""
-    while state.next_read <= upto:
-        j = state.next_read
-        start = time.perf_counter()
-        batch = source.get(j)
-        clock.observe("sample", batch.sample_s)
-        clock.observe("feature", batch.feature_s)
-        clock.observe("wait_batch", time.perf_counter() - start)
-        min_version = max(state.base, state.base + j - k)
-        state.batches[j] = batch
-        state.reads[j] = (store.read(batch.nodes, min_version), min_version)
-        state.next_read += 1
+def _take_batch(source: BatchSource, j: int, clock: StageClock) -> SampledBatch:
+    start = time.perf_counter()
+    batch = source.get(j)
+    clock.observe("sample", batch.sample_s)
+    clock.observe("feature", batch.feature_s)
+    clock.observe("wait_batch", time.perf_counter() - start)
+    return batch
+
+
+def _issue_reads(state: _PassState, i: int, k: int, config: PipelineConfig,
+                 source: BatchSource, store: MemoryBackend, clock: StageClock) -> None:
+    """At iteration ``i``, issue every group read whose bound allows it (see mspipe doc).
+
+    The group ``j..j+g-1`` is read with ``min_version = j + g - 1 - k``, as soon as that
+    version has been submitted (iteration ``j + g - 1 - k``).
+    """
+    g = group_size(config, k, state.num_batches - state.next_read)
+    while state.next_read < state.num_batches and state.next_read + g - 1 - k <= i:
+        first = state.next_read
+        batches = [_take_batch(source, j, clock) for j in range(first, first + g)]
+        nodes = batches[0].nodes if g == 1 else np.unique(
+            np.concatenate([b.nodes for b in batches]))
+        min_version = max(state.base, state.base + first + g - 1 - k)
+        read = _GroupRead(store.read(nodes, min_version), nodes, min_version)
+        for j, batch in enumerate(batches, start=first):
+            state.batches[j], state.reads[j] = batch, read
+        state.next_read += g
+        g = group_size(config, k, state.num_batches - state.next_read)
+
+
+def _request_ahead(state: _PassState, source: BatchSource, config: PipelineConfig) -> None:
+    """Keep the sampling stages ``prefetch_depth`` batches ahead of the furthest read."""
+    upto = min(state.num_batches, state.next_read + config.prefetch_depth)
+    for j in range(state.requested, upto):
+        source.request(j)
+    state.requested = max(state.requested, upto)
 
 
 def _mitigated(state: _PassState, batch: SampledBatch, rows: MemoryRows, i: int,
@@ -122,21 +167,17 @@ def run_pass(step: StepFn, source: BatchSource, store: MemoryBackend, num_batche
         on_batch: called with the batch's event count after each step (progress bars).
     """
     start = time.perf_counter()
-    state = _PassState(base=store.version)
-    for j in range(min(config.prefetch_depth, num_batches)):
-        source.request(j)
+    state = _PassState(base=store.version, num_batches=num_batches)
+    _request_ahead(state, source, config)
     k = choose_staleness(config, clock) if train else 0
     for i in range(num_batches):
-        _issue_reads(state, min(num_batches - 1, i + k), k, source, store, clock)
-        if i + config.prefetch_depth < num_batches:
-            source.request(i + config.prefetch_depth)
-        pending, min_version = state.reads.pop(i)
+        _issue_reads(state, i, k, config, source, store, clock)
+        _request_ahead(state, source, config)
+        read = state.reads.pop(i)
         batch = state.batches.pop(i)
-        wait_start = time.perf_counter()
-        rows = pending.result()
-        clock.observe("wait_memory", time.perf_counter() - wait_start)
+        rows = read.rows_of(batch, clock)
         state.staleness[state.base + i - rows.version] += 1
-        state.excess = max(state.excess, min_version - rows.version)
+        state.excess = max(state.excess, read.min_version - rows.version)
         result = step(batch, *_mitigated(state, batch, rows, i, config))
         clock.observe("train", result.step_s)
         done = store.write(result.update, state.base + i + 1)

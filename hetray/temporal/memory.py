@@ -79,6 +79,13 @@ class MemoryRows:
     version: int
     row_version: np.ndarray
 
+    def take(self, index: np.ndarray) -> MemoryRows:
+        """Rows ``index`` (int64 (U',)), e.g. one batch's share of a read for several."""
+        return MemoryRows(memory=self.memory[index], mem_ts=self.mem_ts[index],
+                          mail=self.mail[index], mail_ts=self.mail_ts[index],
+                          next_mail=self.next_mail[index], version=self.version,
+                          row_version=self.row_version[index])
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryUpdate:

@@ -194,19 +194,21 @@ class LocalMemoryStore:
         owner = nid2shard(nodes, self.num_shards)
         served = [sh.read(nodes[owner == sh.shard]) for sh in self.shards]
         rows = merge_reads(nodes, [s.rows for s in served], self.num_shards)
-        self.serve_s = time.perf_counter() - start
+        self.serve_s += time.perf_counter() - start
         return Done(rows)
 
     def write(self, update: MemoryUpdate, version: int) -> Done[float]:
         """Apply an update as ``version`` on every shard; returns seconds spent."""
         parts = split_update(update, self.num_shards)
         spent = sum(sh.write(p, version) for sh, p in zip(self.shards, parts, strict=True))
-        self.write_s = spent
+        self.write_s += spent
         return Done(spent)
 
     def stage_seconds(self) -> tuple[float, float]:
-        """Seconds of the latest read and write."""
-        return self.serve_s, self.write_s
+        """Seconds of reads and writes since the last call."""
+        out = self.serve_s, self.write_s
+        self.serve_s = self.write_s = 0.0
+        return out
 
     def reset(self) -> None:
         """Zero every shard (start of an epoch)."""

@@ -61,6 +61,25 @@ def test_concurrent_readers_and_writers_respect_min_version(ray_shared):
         group.shutdown()
 
 
+def test_writes_ride_with_the_next_read(ray_shared):
+    from hetray.actors.memory_store import MemoryStoreGroup
+
+    group = MemoryStoreGroup.create(CFG, num_shards=2)
+    try:
+        pending = [group.write(_update(v), v) for v in (1, 2, 3)]
+        assert group.sent == 0
+        assert group.version == 3
+        rows = group.read(np.arange(6), 3).result()  # one write_read call per shard
+        assert group.sent == 3
+        assert rows.memory[:, 0].tolist() == [3.0] * 6
+        assert len({ref for p in pending for ref in p.refs}) == 2  # the two shards' calls
+        assert [p.result() >= 0 for p in pending] == [True] * 3
+        group.write(_update(4), 4).result()  # asking for a held write's result sends it
+        assert group.sent == 4
+    finally:
+        group.shutdown()
+
+
 def test_killed_shard_restores_from_checkpoint(ray_shared, tmp_path):
     import ray
     from hetray.actors.memory_store import MemoryStoreGroup

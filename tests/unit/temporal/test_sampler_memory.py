@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -15,7 +17,13 @@ from hetray.temporal.memory import (
     build_update,
     mitigate_stale,
 )
-from hetray.temporal.mspipe import PipelineConfig, PipelineMode, StageClock, choose_staleness
+from hetray.temporal.mspipe import (
+    PipelineConfig,
+    PipelineMode,
+    StageClock,
+    choose_staleness,
+    group_size,
+)
 from hetray.temporal.sampler import TemporalCSR, negative_destinations
 from hetray.temporal.store import LocalMemoryStore, MemoryShard
 
@@ -126,10 +134,21 @@ def test_local_store_refuses_unreachable_version():
 
 def test_staleness_choice():
     clock = StageClock()
-    assert choose_staleness(PipelineConfig(), clock) == 1
+    one = PipelineConfig(io_batches=1, max_staleness=4)
+    assert choose_staleness(one, clock) == 1
+    assert choose_staleness(PipelineConfig(io_batches=8), clock) == 8  # one group, lead 1
     for stage, s in (("fetch", 0.03), ("write", 0.02), ("train", 0.01)):
         clock.observe(stage, s)
-    assert choose_staleness(PipelineConfig(), clock) == 4  # clipped to max_staleness
-    assert choose_staleness(PipelineConfig(max_staleness=8), clock) == 5
+    assert choose_staleness(one, clock) == 4  # clipped to max_staleness
+    assert choose_staleness(replace(one, max_staleness=8), clock) == 5
+    assert choose_staleness(PipelineConfig(io_batches=4), clock) == 3 + 5  # G - 1 + lead
+    clock.observe("wait_memory", 0.0098)  # a stall the store's own timers do not see
+    assert choose_staleness(replace(one, max_staleness=8), clock) == 6
     assert choose_staleness(PipelineConfig(mode=PipelineMode.SEQUENTIAL), clock) == 0
     assert choose_staleness(PipelineConfig(auto_staleness=False, staleness=2), clock) == 2
+
+
+@pytest.mark.parametrize(("k", "remaining", "expected"), [(0, 50, 1), (1, 50, 2), (9, 50, 8),
+                                                          (9, 3, 3)])
+def test_group_size_keeps_every_batch_within_the_bound(k, remaining, expected):
+    assert group_size(PipelineConfig(io_batches=8), k, remaining) == expected
