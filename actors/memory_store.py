@@ -153,6 +153,11 @@ class _PendingRead:
             group.track_write(s, actor, write_ref, held)
             self.refs.append(read_ref)
 
+    def ready(self) -> bool:
+        """Whether every shard has answered."""
+        done, _ = ray.wait(self.refs, num_returns=len(self.refs), timeout=0)
+        return len(done) == len(self.refs)
+
     def result(self) -> MemoryRows:
         if self.min_version > self.group.sent:  # it needs writes the group still holds
             self.group.send_held_writes()
@@ -182,6 +187,12 @@ class _PendingWrite:
     def __init__(self, group: MemoryStoreGroup, num_shards: int) -> None:
         self.group = group
         self.refs: list[ray.ObjectRef | None] = [None] * num_shards
+
+    def ready(self) -> bool:
+        """Whether every shard has applied the write (False while it is held)."""
+        refs = [r for r in self.refs if r is not None]
+        return len(refs) == len(self.refs) and len(
+            ray.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs)
 
     def result(self) -> float:
         self.group.send_held_writes()

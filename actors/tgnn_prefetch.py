@@ -4,10 +4,10 @@
 ``FeatureFetcher`` holds the edge features and gathers those of the sampled events. The
 trainer asks :class:`ActorBatchSource` for batch ``i + depth`` while it trains batch ``i``;
 batches travel in chunks of ``chunk`` consecutive batches (one sampler call, one fetcher
-call and one object per chunk: a Ray call costs about a millisecond of CPU on each side,
-and a few more once its payload passes Ray's 100 KB inline limit, which a per-batch call
-would pay every step on the trainer's cores), and the chunk travels from sampler to
-fetcher as an ObjectRef, never through the driver.
+call per chunk: a Ray call costs about a millisecond of CPU on each side, and a few more
+once its payload passes Ray's 100 KB inline limit, which a per-batch call would pay every
+step on the trainer's cores). The sampled chunk is stored once: the fetcher reads it by
+ObjectRef and returns only the features, which the trainer attaches.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import ray
 
 from hetray.core.errors import ActorStartupError
-from hetray.temporal.batches import SampledBatch, fetch_features, sample_batch
+from hetray.temporal.batches import NeighbourFeatures, SampledBatch, gather_features, sample_batch
 from hetray.temporal.data import EventStream, TemporalSplit
 from hetray.temporal.fit import build_csrs
 
@@ -55,9 +55,9 @@ class FeatureFetcher:
     def __init__(self, edge_feat: np.ndarray) -> None:
         self._edge_feat = edge_feat
 
-    def fetch(self, batches: list[SampledBatch]) -> list[SampledBatch]:
-        """Attach ``nbr_feat`` float32 (R, K, D_e) to each batch."""
-        return [fetch_features(batch, self._edge_feat) for batch in batches]
+    def fetch(self, batches: list[SampledBatch]) -> list[NeighbourFeatures]:
+        """The neighbour features float32 (R, K, D_e) of each batch (only those travel back)."""
+        return [gather_features(batch, self._edge_feat) for batch in batches]
 
     def ping(self) -> bool:
         """Liveness check."""
@@ -77,7 +77,7 @@ class ActorBatchSource:
         self._sampler, self._fetcher = sampler, fetcher
         self._csr_name, self._eid_batches, self._neg_stream = csr_name, eid_batches, neg_stream
         self._chunk = chunk
-        self._refs: dict[int, ray.ObjectRef] = {}
+        self._refs: dict[int, tuple[ray.ObjectRef, ray.ObjectRef]] = {}
         self._ready: dict[int, SampledBatch] = {}
 
     def request(self, index: int) -> None:
@@ -87,15 +87,16 @@ class ActorBatchSource:
             sampled_ref = self._sampler.sample.remote(
                 self._csr_name, self._eid_batches[first:first + self._chunk], first,
                 self._neg_stream)
-            self._refs[first] = self._fetcher.fetch.remote(sampled_ref)
+            self._refs[first] = (sampled_ref, self._fetcher.fetch.remote(sampled_ref))
 
     def get(self, index: int) -> SampledBatch:
         """Batch ``index`` (its chunk is requested now if it was not)."""
         if index not in self._ready:
             self.request(index)
             first = index - index % self._chunk
-            chunk: list[SampledBatch] = ray.get(self._refs.pop(first))
-            self._ready.update(enumerate(chunk, start=first))
+            chunk, features = ray.get(list(self._refs.pop(first)))
+            self._ready.update((j, feat.attach(batch)) for j, (batch, feat) in enumerate(
+                zip(chunk, features, strict=True), start=first))
         return self._ready.pop(index)
 
 

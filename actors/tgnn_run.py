@@ -64,7 +64,8 @@ def run_tgnn(events: EventStream, split: TemporalSplit, *, model: MemoryTGNN,
                    sources=sources, store=LocalMemoryStore(mem_cfg), progress=progress)
     store_cfg = store_cfg or StoreConfig()
     prefetch = PrefetchGroup.create(events, split, num_neighbors=cfg.num_neighbors,
-                                    seed=train_cfg.seed, num_cpus=store_cfg.num_cpus)
+                                    seed=train_cfg.seed, chunk=pipe_cfg.io_batches,
+                                    num_cpus=store_cfg.num_cpus)
     try:
         store = MemoryStoreGroup.create(
             mem_cfg, store_cfg.num_shards, checkpoint_dir=store_cfg.checkpoint_dir,

@@ -76,15 +76,21 @@ def summary(report: FitReport) -> dict[str, Any]:
 
 def run(events: EventStream, *, kind: ModelKind, mode: PipelineMode, staleness: int,
         train_cfg: TrainConfig, memory_dim: int, num_shards: int, checkpoint_dir: str,
-        show_progress: bool = True) -> dict[str, Any]:
-    """Train and return :func:`summary` (MSPipe needs a connected Ray)."""
+        io_batches: int | None = None, show_progress: bool = True) -> dict[str, Any]:
+    """Train and return :func:`summary` (MSPipe needs a connected Ray).
+
+    ``staleness`` -1 is automatic; ``io_batches`` None keeps :class:`PipelineConfig`'s.
+    """
     from hetray.actors.tgnn_run import StoreConfig, build_model, run_tgnn
 
     split = chronological_split(events)
     model_cfg = ModelConfig(kind=kind, memory_dim=memory_dim, time_dim=memory_dim,
                             edge_feat_dim=events.edge_feat_dim)
+    default = PipelineConfig()
     pipe_cfg = PipelineConfig(mode=mode, auto_staleness=staleness < 0,
-                              staleness=max(staleness, 0), max_staleness=max(4, staleness))
+                              staleness=max(staleness, 0),
+                              max_staleness=max(default.max_staleness, staleness),
+                              io_batches=io_batches or default.io_batches)
     store_cfg = StoreConfig(num_shards=num_shards, checkpoint_dir=checkpoint_dir,
                             checkpoint_every=10 if checkpoint_dir else 0)
     model = build_model(model_cfg, train_cfg.seed)
@@ -131,6 +137,11 @@ def _print(out: dict[str, Any]) -> None:
 @click.option("--memory-dim", default=100, show_default=True, type=click.IntRange(min=2))
 @click.option("--shards", default=2, show_default=True, type=click.IntRange(min=1),
               help="Memory-store actor shards (mspipe).")
+@click.option("--io-batches", default=PipelineConfig().io_batches, show_default=True,
+              type=click.IntRange(min=1),
+              help="Batches one memory read and one prefetch call serve (mspipe); each Ray "
+                   "call costs the trainer time, so fewer, larger calls are faster on busy "
+                   "cores. The staleness bound holds per batch either way.")
 @click.option("--checkpoint-dir", default="", help="Checkpoint memory shards here (Parquet).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the results as JSON.")
@@ -138,8 +149,8 @@ def _print(out: dict[str, Any]) -> None:
               help="Ray to use (mspipe): omit for an embedded local Ray, 'auto', host:port "
                    "or ray://host:port.")
 def tgnn(dataset: str, kind: str, mode: str, staleness: int, epochs: int, patience: int,
-         batch_size: int, lr: float, memory_dim: int, shards: int, checkpoint_dir: str,
-         json_out: Path | None, address: str | None) -> None:
+         batch_size: int, lr: float, memory_dim: int, shards: int, io_batches: int,
+         checkpoint_dir: str, json_out: Path | None, address: str | None) -> None:
     """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
     events = load_dataset(dataset)
     if PipelineMode(mode) == PipelineMode.MSPIPE:
@@ -151,7 +162,8 @@ def tgnn(dataset: str, kind: str, mode: str, staleness: int, epochs: int, patien
     out = run(events, kind=ModelKind(kind), mode=PipelineMode(mode), staleness=staleness,
               train_cfg=TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr,
                                     patience=patience),
-              memory_dim=memory_dim, num_shards=shards, checkpoint_dir=checkpoint_dir)
+              memory_dim=memory_dim, num_shards=shards, checkpoint_dir=checkpoint_dir,
+              io_batches=io_batches)
     _print(out)
     if json_out is not None:
         json_out.write_text(json.dumps(out, indent=2), encoding="utf-8")

@@ -39,7 +39,6 @@ from hetray.temporal.mspipe import PipelineConfig, PipelineMode
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 
 logger = logging.getLogger(__name__)
-MAX_STALENESS = 4
 
 
 class MspipeRunner(Protocol):
@@ -94,8 +93,10 @@ def pipeline_config(cfg: dict[str, Any]) -> PipelineConfig:
     staleness = int(cfg["staleness"])
     if str(cfg["mode"]) == "sequential":
         return PipelineConfig(mode=PipelineMode.SEQUENTIAL, auto_staleness=False, staleness=0)
+    default = PipelineConfig()
     return PipelineConfig(mode=PipelineMode.MSPIPE, auto_staleness=staleness < 0,
-                          staleness=max(staleness, 0), max_staleness=MAX_STALENESS)
+                          staleness=max(staleness, 0),
+                          max_staleness=max(default.max_staleness, staleness))
 
 
 def _epoch_metrics(epoch: int, fit: FitReport) -> dict[str, float]:

@@ -88,17 +88,30 @@ def sample_batch(
         sample_s=time.perf_counter() - start)
 
 
-def fetch_features(batch: SampledBatch, edge_feat: np.ndarray) -> SampledBatch:
-    """Stage 2: gather the features of every sampled neighbour event.
+@dataclass(frozen=True, slots=True)
+class NeighbourFeatures:
+    """Stage 2's output for one batch: ``feat`` float32 (R, K, D_e), ``seconds`` spent."""
+
+    feat: np.ndarray
+    seconds: float
+
+    def attach(self, batch: SampledBatch) -> SampledBatch:
+        """``batch`` with ``nbr_feat`` and ``feature_s`` set."""
+        return replace(batch, nbr_feat=self.feat, feature_s=self.seconds)
+
+
+def gather_features(batch: SampledBatch, edge_feat: np.ndarray) -> NeighbourFeatures:
+    """Stage 2: the features of every sampled neighbour event (zeros where masked).
 
     Args:
         batch: a sampled batch.
         edge_feat: float32 (E, D_e) all edge features.
-
-    Returns:
-        The batch with ``nbr_feat`` float32 (R, K, D_e) (zeros where masked).
     """
     start = time.perf_counter()
-    feat = edge_feat[batch.nbrs.eid] * batch.nbrs.mask[..., None]
-    return replace(batch, nbr_feat=feat.astype(np.float32),
-                   feature_s=time.perf_counter() - start)
+    feat = (edge_feat[batch.nbrs.eid] * batch.nbrs.mask[..., None]).astype(np.float32)
+    return NeighbourFeatures(feat=feat, seconds=time.perf_counter() - start)
+
+
+def fetch_features(batch: SampledBatch, edge_feat: np.ndarray) -> SampledBatch:
+    """Stage 2 in place: ``batch`` with ``nbr_feat`` float32 (R, K, D_e)."""
+    return gather_features(batch, edge_feat).attach(batch)

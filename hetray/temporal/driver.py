@@ -62,14 +62,22 @@ class _GroupRead:
     pending: Pending[MemoryRows]
     nodes: np.ndarray
     min_version: int
+    issued: float
     rows: MemoryRows | None = None
 
     def rows_of(self, batch: SampledBatch, clock: StageClock) -> MemoryRows:
-        """``batch``'s rows; the first call waits for the read (timed as ``wait_memory``)."""
+        """``batch``'s rows; the first call waits for the read (timed as ``wait_memory``).
+
+        A read that was not answered yet is a stall: its whole latency is recorded as
+        ``read_latency`` (see the choice of k in :mod:`hetray.temporal.mspipe`).
+        """
         if self.rows is None:
+            stalled = not self.pending.ready()
             start = time.perf_counter()
             self.rows = self.pending.result()
-            clock.observe("wait_memory", time.perf_counter() - start)
+            end = time.perf_counter()
+            clock.observe("wait_memory", end - start)
+            clock.observe_peak("read_latency", end - self.issued if stalled else 0.0)
         if len(self.nodes) == len(batch.nodes):
             return self.rows
         return self.rows.take(np.searchsorted(self.nodes, batch.nodes))
@@ -114,7 +122,8 @@ def _issue_reads(state: _PassState, i: int, k: int, config: PipelineConfig,
         nodes = batches[0].nodes if g == 1 else np.unique(
             np.concatenate([b.nodes for b in batches]))
         min_version = max(state.base, state.base + first + g - 1 - k)
-        read = _GroupRead(store.read(nodes, min_version), nodes, min_version)
+        read = _GroupRead(store.read(nodes, min_version), nodes, min_version,
+                          time.perf_counter())
         for j, batch in enumerate(batches, start=first):
             state.batches[j], state.reads[j] = batch, read
         state.next_read += g

@@ -31,15 +31,17 @@ Choosing k (our derivation of the paper's bound; the exact equation is not publi
 group read is issued right after write-back ``j + g - 2 - k`` is submitted: the latest
 moment that still respects the bound, so it sees every update that has landed (delayed
 fetch). The store applies the writes (``tau_5``) then serves the read (``tau_3``) while the
-trainer runs its lead of steps, so the trainer never stalls when
-``lead * tau_4 >= tau_3 + tau_5`` plus the stall it still observed (``wait``: the Ray
-round trip that ``tau_3`` and ``tau_5``, timed inside the store, do not see)::
+trainer runs its lead of steps, so the trainer never stalls when the lead covers the read's
+latency ``L``, from issue to answer. ``tau_3 + tau_5`` (timed inside the store) is a lower
+bound on ``L``; the Ray round trip on busy cores adds to it, so whenever the trainer does
+stall on a read, the driver measures that read's whole latency and ``L`` takes the peak,
+relaxing by 5% per read answered in time::
 
-    lead_i = max(1, ceil((tau_3 + tau_5 + wait) / tau_4))
+    lead_i = max(1, ceil(max(L, tau_3 + tau_5) / tau_4))
     k_i = min(max_staleness, G - 1 + lead_i)
 
-recomputed every iteration from moving averages of the measured stage times
-(``G = io_batches``; ``G = 1`` is one read per batch).
+recomputed every iteration from the measured stage times (moving averages; ``G =
+io_batches``, ``G = 1`` is one read per batch).
 
 Stale rows (nodes written by a batch the read missed) are mitigated (:class:`Mitigation`):
 by default the trainer replays its own in-flight write-backs on them
@@ -127,6 +129,10 @@ class Pending(Protocol[T_co]):
         """Block until the value is there."""
         ...
 
+    def ready(self) -> bool:
+        """Whether :meth:`result` would return without waiting for the producer."""
+        ...
+
 
 class BatchSource(Protocol):
     """Stages 1 and 2 for one pass over a list of batches."""
@@ -182,6 +188,10 @@ class StageClock:
             (1 - self.alpha) * prev + self.alpha * seconds
         self.totals[stage] = self.totals.get(stage, 0.0) + seconds
 
+    def observe_peak(self, name: str, seconds: float, decay: float = 0.95) -> None:
+        """Track a peak that rises at once and relaxes by ``decay`` per observation."""
+        self.means[name] = max(seconds, decay * self.means.get(name, 0.0))
+
 
 def choose_staleness(config: PipelineConfig, clock: StageClock) -> int:
     """K for the next iteration: 0 when sequential, fixed, or the minimal non-stalling k.
@@ -202,8 +212,8 @@ def choose_staleness(config: PipelineConfig, clock: StageClock) -> int:
     train = clock.means.get("train")
     if not train:
         return min(config.max_staleness, config.io_batches)
-    need = sum(clock.means.get(stage, 0.0) for stage in ("fetch", "write", "wait_memory"))
-    lead = max(1, math.ceil(need / train))
+    in_store = clock.means.get("fetch", 0.0) + clock.means.get("write", 0.0)
+    lead = max(1, math.ceil(max(clock.means.get("read_latency", 0.0), in_store) / train))
     return int(min(config.max_staleness, config.io_batches - 1 + lead))
 
 

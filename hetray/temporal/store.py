@@ -137,6 +137,8 @@ def split_update(update: MemoryUpdate, num_shards: int) -> list[MemoryUpdate]:
 
 def merge_reads(nodes: np.ndarray, parts: list[MemoryRows], num_shards: int) -> MemoryRows:
     """Reassemble per-shard reads of ``nodes`` (shard ``s`` read ``nodes[owner == s]``)."""
+    if num_shards == 1:
+        return parts[0]
     owner = nid2shard(nodes, num_shards)
     first = parts[0]
     memory = np.empty((len(nodes), *first.memory.shape[1:]), np.float32)
@@ -164,6 +166,10 @@ class Done(Generic[T]):
     def result(self) -> T:
         """The value."""
         return self._value
+
+    def ready(self) -> bool:
+        """Always: the value was computed when this was made."""
+        return True
 
 
 class LocalMemoryStore:
