@@ -3,10 +3,9 @@
 ``TemporalSampler`` holds the T-CSRs and draws negatives and most-recent neighbours;
 ``FeatureFetcher`` holds the edge features and gathers those of the sampled events. The
 trainer asks :class:`ActorBatchSource` for batch ``i + depth`` while it trains batch ``i``;
-batches travel in chunks of ``chunk`` consecutive batches (one sampler call, one fetcher
-call per chunk: a Ray call costs about a millisecond of CPU on each side, and a few more
-once its payload passes Ray's 100 KB inline limit, which a per-batch call would pay every
-step on the trainer's cores). The sampled chunk is stored once: the fetcher reads it by
+batches travel in chunks of ``chunk`` consecutive batches, one sampler call and one fetcher
+call per chunk (every Ray call costs the trainer time; see "Grouped memory I/O" in
+:mod:`hetray.temporal.mspipe`). The sampled chunk is stored once: the fetcher reads it by
 ObjectRef and returns only the features, which the trainer attaches.
 """
 

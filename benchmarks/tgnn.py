@@ -63,6 +63,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import ray
 import torch
 from hetray.actors.tgnn_run import StoreConfig, build_model, run_tgnn
 
@@ -105,8 +106,21 @@ def stage_per_batch(report: FitReport) -> dict[str, float]:
     return {stage: total / n for stage, total in report.clock.totals.items()}
 
 
-def step_ms(events: EventStream, kind: ModelKind, threads: int, num_steps: int = 16) -> float:
-    """Median ms of a sequential training step of the first batches with ``threads`` threads."""
+class Echo:
+    """A no-op actor: what one Ray call per training step costs the step (call-cost probe)."""
+
+    def echo(self, value: int) -> int:
+        """Return ``value``."""
+        return value
+
+
+def step_ms(events: EventStream, kind: ModelKind, threads: int, num_steps: int = 16,
+            echo: Any = None) -> float:
+    """Median ms of a sequential training step of the first batches with ``threads`` threads.
+
+    With ``echo`` (an :class:`Echo` actor) each step also makes one no-op call, submitted
+    before the step and collected after it.
+    """
     split = chronological_split(events)
     cfg = ModelConfig(kind=kind, edge_feat_dim=events.edge_feat_dim)
     model = build_model(cfg, seed=0)
@@ -121,10 +135,25 @@ def step_ms(events: EventStream, kind: ModelKind, threads: int, num_steps: int =
         batch = fetch_features(sample_batch(events, csr, eids, index=i, num_neighbors=10,
                                             neg_stream=(0,), seed=0), events.edge_feat)
         rows = store.read(batch.nodes, store.version).result()
+        start = time.perf_counter()
+        refs = [] if echo is None else [echo.echo.remote(i)]
         result = train_step(model, optimizer, batch, rows, rows.memory)
+        ray.get(refs)
+        times.append(1000 * (time.perf_counter() - start))
         store.write(result.update, store.version + 1)
-        times.append(1000 * result.step_s)
     return statistics.median(times[4:])
+
+
+def probe_call_cost(events: EventStream, kind: ModelKind) -> dict[str, float]:
+    """Step time without and with one no-op actor call per step (the chosen thread count)."""
+    echo = ray.remote(Echo).options(num_cpus=0).remote()
+    ray.get(echo.echo.remote(0))
+    threads = torch.get_num_threads()
+    try:
+        return {"step_ms_no_call": step_ms(events, kind, threads, num_steps=32),
+                "step_ms_one_noop_call": step_ms(events, kind, threads, num_steps=32, echo=echo)}
+    finally:
+        ray.kill(echo)
 
 
 def probe_threads(events: EventStream, kind: ModelKind) -> dict[str, Any]:
@@ -319,6 +348,7 @@ def main() -> None:
     streams = datasets(args.synthetic_events)
     headline_stream = streams.get(HEADLINE[0], next(iter(streams.values())))
     threads = probe_threads(headline_stream, ModelKind.TGN)
+    threads["call_cost"] = probe_call_cost(headline_stream, ModelKind.TGN)
     grid = run_grid(args, streams)
     headline = grid.get(HEADLINE[0], next(iter(grid.values()))).get(HEADLINE[1], {})
     keys = ("speedup", "ideal_speedup", "fraction_of_ideal", "events_per_s_sequential",

@@ -18,14 +18,15 @@ Version rule. Store version ``v`` holds the state after batches ``0..v-1`` of th
 store answers only once it has that version, so the staleness ``i - served`` never exceeds
 ``k``. ``k = 0`` reads exactly what sequential training reads.
 
-Grouped memory I/O. A Ray call costs about a millisecond of CPU on each side, and on a
-machine whose cores the trainer's intra-op threads keep busy each call also stalls the
-step (a no-op actor call per step adds ~6 ms to a 35 ms TGN step on 2 cores,
-``benchmarks/tgnn.py``). So the trainer reads the memory of ``g`` consecutive batches in
-one read (the union of their nodes), and the store group carries every write-back since
-the previous read inside that read's call. The bound stays per batch: the group
-``j..j+g-1`` is read with ``min_version = j + g - 1 - k`` (its last batch's bound), so
-``g <= k + 1`` and the group's first batch has ``k - g + 1`` iterations of lead.
+Grouped memory I/O. Every Ray call costs CPU on both sides, and on a machine whose cores
+the trainer's intra-op threads keep busy each call also stalls the step (one no-op actor
+call per step made a 33-36 ms TGN step 6-7 ms slower on 2 cores; ``benchmarks/tgnn.py``
+records this as ``call_cost``). So the trainer reads the memory of ``g`` consecutive
+batches in one read (the union of their nodes), and the store group
+carries every write-back since the previous read inside that read's call. The bound stays
+per batch: the group ``j..j+g-1`` is read with ``min_version = j + g - 1 - k`` (its last
+batch's bound), so ``g <= k + 1`` and the group's first batch has ``k - g + 1`` iterations
+of lead.
 
 Choosing k (our derivation of the paper's bound; the exact equation is not public). The
 group read is issued right after write-back ``j + g - 2 - k`` is submitted: the latest
