@@ -20,9 +20,9 @@ store answers only once it has that version, so the staleness ``i - served`` nev
 
 Grouped memory I/O. Every Ray call costs CPU on both sides, and on a machine whose cores
 the trainer's intra-op threads keep busy each call also stalls the step (one no-op actor
-call per step made a 33-36 ms TGN step 6-7 ms slower on 2 cores; ``benchmarks/tgnn.py``
-records this as ``call_cost``). So the trainer reads the memory of ``g`` consecutive
-batches in one read (the union of their nodes), and the store group
+call per step made a ~35 ms TGN step 2-7 ms slower across runs on 2 cores;
+``benchmarks/tgnn.py`` records it as ``call_cost``). So the trainer reads the memory of
+``g`` consecutive batches in one read (the union of their nodes), and the store group
 carries every write-back since the previous read inside that read's call. The bound stays
 per batch: the group ``j..j+g-1`` is read with ``min_version = j + g - 1 - k`` (its last
 batch's bound), so ``g <= k + 1`` and the group's first batch has ``k - g + 1`` iterations

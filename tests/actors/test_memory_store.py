@@ -67,6 +67,7 @@ def test_writes_ride_with_the_next_read(ray_shared):
     group = MemoryStoreGroup.create(CFG, num_shards=2)
     try:
         pending = [group.write(_update(v), v) for v in (1, 2, 3)]
+        assert not pending[0].ready()
         assert group.sent == 0
         assert group.version == 3
         rows = group.read(np.arange(6), 3).result()  # one write_read call per shard
@@ -74,6 +75,7 @@ def test_writes_ride_with_the_next_read(ray_shared):
         assert rows.memory[:, 0].tolist() == [3.0] * 6
         assert len({ref for p in pending for ref in p.refs}) == 2  # the two shards' calls
         assert [p.result() >= 0 for p in pending] == [True] * 3
+        assert all(p.ready() for p in pending)
         group.write(_update(4), 4).result()  # asking for a held write's result sends it
         assert group.sent == 4
     finally:
