@@ -113,5 +113,5 @@ def gather_features(batch: SampledBatch, edge_feat: np.ndarray) -> NeighbourFeat
 
 
 def fetch_features(batch: SampledBatch, edge_feat: np.ndarray) -> SampledBatch:
-    """Stage 2 in place: ``batch`` with ``nbr_feat`` float32 (R, K, D_e)."""
+    """Stage 2 inline: a copy of ``batch`` with ``nbr_feat`` float32 (R, K, D_e) set."""
     return gather_features(batch, edge_feat).attach(batch)

@@ -37,6 +37,12 @@ def test_train_tgnn_rejects_bad_staleness():
     assert "expected 'auto' or an integer" in result.output
 
 
+def test_train_tgnn_rejects_empty_io_groups():
+    result = CliRunner().invoke(cli, ["train", "tgnn", "--io-batches", "0"])
+    assert result.exit_code == 2
+    assert "'--io-batches'" in result.output
+
+
 def test_train_tgnn_malformed_file_is_one_clear_error(tmp_path):
     bad = tmp_path / "CollegeMsg.txt"
     bad.write_text("1 2 10\n2 3 5\n", encoding="utf-8")
