@@ -47,12 +47,8 @@ from hetray.pipeline.training import OptimizerConfig, ReplicaBatch
 from hetray.pipeline.transport import (
     DEFAULT_RECV_TIMEOUT_S,
     Forward,
-    LinkCounters,
-    Mailbox,
+    MailboxTransport,
     MessageKey,
-    SlotKey,
-    accept,
-    after_link,
 )
 
 logger = logging.getLogger(__name__)
@@ -98,7 +94,7 @@ class StageInfo:
     device: str
 
 
-class RayTransport:
+class RayTransport(MailboxTransport):
     """The core transport protocol between stage actors (see the module docstring).
 
     Args:
@@ -110,11 +106,9 @@ class RayTransport:
 
     def __init__(self, layout: PipelineLayout, endpoint: Endpoint,
                  links: Mapping[LinkClass, LinkSpec], timeout_s: float) -> None:
+        super().__init__(endpoint, timeout_s)
         self.layout = layout
-        self.endpoint = endpoint
         self.links = dict(links)
-        self.counters = LinkCounters()
-        self._mailbox = Mailbox(endpoint, timeout_s)
         self._peers: dict[Endpoint, Any] = {}
         self._emulators: dict[tuple[LinkClass, int], LinkEmulator] = {}
         self._pending: list[ray.ObjectRef] = []
@@ -137,20 +131,8 @@ class RayTransport:
         """Start sending ``tensor`` (rows of ``key``, ``(rows, S, D)``); returns at once."""
         tensor = tensor.detach().cpu().clone()  # a view would ship its whole storage
         link = self.layout.link_class(self.endpoint, dst)
-        num_bytes = tensor.numel() * tensor.element_size()
-        self.counters.add(link, num_bytes)
-        after_link(self._emulator(link, dst), num_bytes,
+        self._ship(link, self._emulator(link, dst), tensor,
                    lambda: self._post(dst, key, tensor, forwards))
-
-    def deliver(self, key: MessageKey, tensor: torch.Tensor,
-                forwards: tuple[Forward, ...]) -> None:
-        """A message landed here: pass gateway pieces on, keep the rest."""
-        accept(key, tensor, forwards, self._mailbox,
-               lambda dst, fkey, piece: self.send(dst, fkey, piece))
-
-    def recv(self, slot: SlotKey, rows: tuple[int, int]) -> torch.Tensor:
-        """Block until ``rows`` of ``slot`` arrived; a new tensor ``(rows, S, D)``."""
-        return self._mailbox.take(slot, rows)
 
     def check_deliveries(self) -> None:
         """Drop finished deliveries; re-raise the error of a failed one."""

@@ -21,11 +21,17 @@ from hetray.actors.memory_store import MemoryStoreGroup
 from hetray.actors.tgnn_prefetch import PrefetchGroup
 
 from hetray.temporal.data import EventStream, TemporalSplit
-from hetray.temporal.fit import QUIET, FitReport, InlineSources, Progress, TrainConfig, fit
-from hetray.temporal.memory import MemoryConfig
+from hetray.temporal.fit import (
+    QUIET,
+    FitReport,
+    Progress,
+    TrainConfig,
+    fit,
+    fit_sequential,
+    memory_config,
+)
 from hetray.temporal.models import MemoryTGNN, ModelConfig
 from hetray.temporal.mspipe import PipelineConfig, PipelineMode
-from hetray.temporal.store import LocalMemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -55,21 +61,18 @@ def run_tgnn(events: EventStream, split: TemporalSplit, *, model: MemoryTGNN,
              train_cfg: TrainConfig, pipe_cfg: PipelineConfig,
              store_cfg: StoreConfig | None = None, progress: Progress = QUIET) -> FitReport:
     """Train ``model`` on ``events`` in ``pipe_cfg.mode`` (MSPipe needs a connected Ray)."""
-    cfg = model.cfg
-    mem_cfg = MemoryConfig(num_nodes=events.num_nodes, memory_dim=cfg.memory_dim,
-                           edge_feat_dim=events.edge_feat_dim, mailbox_size=cfg.mailbox)
     if pipe_cfg.mode == PipelineMode.SEQUENTIAL:
-        sources = InlineSources(events, split, cfg.num_neighbors, train_cfg.seed)
-        return fit(model, events, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
-                   sources=sources, store=LocalMemoryStore(mem_cfg), progress=progress)
+        return fit_sequential(model, events, split, train_cfg=train_cfg, progress=progress)
+    cfg = model.cfg
     store_cfg = store_cfg or StoreConfig()
     prefetch = PrefetchGroup.create(events, split, num_neighbors=cfg.num_neighbors,
                                     seed=train_cfg.seed, chunk=pipe_cfg.io_batches,
                                     num_cpus=store_cfg.num_cpus)
     try:
         store = MemoryStoreGroup.create(
-            mem_cfg, store_cfg.num_shards, checkpoint_dir=store_cfg.checkpoint_dir,
-            checkpoint_every=store_cfg.checkpoint_every, num_cpus=store_cfg.num_cpus)
+            memory_config(events, cfg), store_cfg.num_shards,
+            checkpoint_dir=store_cfg.checkpoint_dir, checkpoint_every=store_cfg.checkpoint_every,
+            num_cpus=store_cfg.num_cpus)
         try:
             return fit(model, events, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
                        sources=prefetch, store=store, progress=progress)

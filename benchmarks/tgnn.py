@@ -71,9 +71,8 @@ from hetray import runtime
 from hetray.cli.tgnn import summary
 from hetray.temporal.batches import batch_slices, fetch_features, sample_batch
 from hetray.temporal.data import EventStream, chronological_split
-from hetray.temporal.fit import FitReport, TrainConfig, build_csrs
+from hetray.temporal.fit import FitReport, TrainConfig, build_csrs, memory_config
 from hetray.temporal.loaders import load_events
-from hetray.temporal.memory import MemoryConfig
 from hetray.temporal.models import ModelConfig, ModelKind
 from hetray.temporal.mspipe import STAGES, Mitigation, PipelineConfig, PipelineMode
 from hetray.temporal.store import LocalMemoryStore
@@ -125,9 +124,7 @@ def step_ms(events: EventStream, kind: ModelKind, threads: int, num_steps: int =
     cfg = ModelConfig(kind=kind, edge_feat_dim=events.edge_feat_dim)
     model = build_model(cfg, seed=0)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    store = LocalMemoryStore(MemoryConfig(num_nodes=events.num_nodes, memory_dim=cfg.memory_dim,
-                                          edge_feat_dim=events.edge_feat_dim,
-                                          mailbox_size=cfg.mailbox))
+    store = LocalMemoryStore(memory_config(events, cfg))
     csr = build_csrs(events, split)["train"]
     torch.set_num_threads(threads)
     times = []
@@ -239,13 +236,7 @@ def speed_pairs(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
     Each pair's runs are seconds apart, so a pair sees one machine load; the median over
     pairs is the headline speed-up (the long AP runs are minutes apart).
     """
-    pairs = []
-    for _ in range(repeats):
-        _, seq = one_run(events, kind, train_cfg, PipelineConfig(mode=PipelineMode.SEQUENTIAL),
-                         shards)
-        _, pipe = one_run(events, kind, train_cfg, PipelineConfig(mitigation=mitigation),
-                          shards)
-        pairs.append(accounting(seq, pipe))
+    pairs = [compare(events, kind, train_cfg, mitigation, shards) for _ in range(repeats)]
     keys = ("speedup", "ideal_speedup", "fraction_of_ideal", "ideal_speedup_sequential_stages",
             "fraction_of_ideal_sequential_stages", "sequential_ms_per_batch",
             "mspipe_ms_per_batch")

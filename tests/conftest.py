@@ -41,3 +41,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"{SHARED_DATA} is absent: tests read datasets from ../shared/data by path")
     return SHARED_DATA
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Tiny models: one thread is as fast, and does not spin against other load."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

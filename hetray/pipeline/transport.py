@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import abc
 import enum
 import logging
 import threading
@@ -262,28 +263,21 @@ def after_link(emulator: LinkEmulator | None, num_bytes: int,
     emulator.transfer(num_bytes).add_done_callback(lambda _: deliver())
 
 
-class InProcessTransport:
-    """A :class:`Transport` for one endpoint of an :class:`InProcessNetwork`.
+class MailboxTransport(abc.ABC):
+    """What every :class:`Transport` shares: byte counters, a mailbox, gateway forwarding.
 
-    Get it from :meth:`InProcessNetwork.transport` so every sender reaches the same mailbox.
+    Subclasses implement :meth:`send`, shipping through :meth:`_ship`.
     """
 
-    def __init__(self, network: InProcessNetwork, endpoint: Endpoint) -> None:
-        self.network = network
+    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
         self.endpoint = endpoint
         self.counters = LinkCounters()
-        self._mailbox = Mailbox(endpoint, network.timeout_s)
+        self._mailbox = Mailbox(endpoint, timeout_s)
 
+    @abc.abstractmethod
     def send(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
              forwards: tuple[Forward, ...] = ()) -> None:
-        """Send ``tensor`` (rows of ``key``) to ``dst``; returns before it lands if emulated."""
-        tensor = tensor.detach()
-        link = self.network.link_of(self.endpoint, dst)
-        self.counters.add(link, tensor.numel() * tensor.element_size())
-        target = self.network.transport(dst)
-        emulator = self.network.emulator(link, self.endpoint, dst)
-        after_link(emulator, tensor.numel() * tensor.element_size(),
-                   lambda: target.deliver(key, tensor, forwards))
+        """Start sending ``tensor`` (rows of ``key``) to ``dst``; may return before it lands."""
 
     def deliver(self, key: MessageKey, tensor: torch.Tensor,
                 forwards: tuple[Forward, ...]) -> None:
@@ -294,3 +288,30 @@ class InProcessTransport:
     def recv(self, slot: SlotKey, rows: tuple[int, int]) -> torch.Tensor:
         """Block until ``rows`` of ``slot`` arrived; a new tensor ``(rows, ...)``."""
         return self._mailbox.take(slot, rows)
+
+    def _ship(self, link: LinkClass, emulator: LinkEmulator | None, tensor: torch.Tensor,
+              land: Callable[[], None]) -> None:
+        """Count ``tensor``'s bytes on ``link``; run ``land`` once they crossed ``emulator``."""
+        num_bytes = tensor.numel() * tensor.element_size()
+        self.counters.add(link, num_bytes)
+        after_link(emulator, num_bytes, land)
+
+
+class InProcessTransport(MailboxTransport):
+    """A :class:`Transport` for one endpoint of an :class:`InProcessNetwork`.
+
+    Get it from :meth:`InProcessNetwork.transport` so every sender reaches the same mailbox.
+    """
+
+    def __init__(self, network: InProcessNetwork, endpoint: Endpoint) -> None:
+        super().__init__(endpoint, network.timeout_s)
+        self.network = network
+
+    def send(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
+             forwards: tuple[Forward, ...] = ()) -> None:
+        """Send ``tensor`` (rows of ``key``) to ``dst``; returns before it lands if emulated."""
+        tensor = tensor.detach()
+        link = self.network.link_of(self.endpoint, dst)
+        target = self.network.transport(dst)
+        self._ship(link, self.network.emulator(link, self.endpoint, dst), tensor,
+                   lambda: target.deliver(key, tensor, forwards))

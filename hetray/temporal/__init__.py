@@ -5,7 +5,7 @@ Nothing here imports Ray: the actor shells that run these parts on a cluster liv
 """
 
 from hetray.temporal.data import EventStream, TemporalSplit, chronological_split
-from hetray.temporal.fit import FitReport, InlineSources, TrainConfig, fit
+from hetray.temporal.fit import FitReport, InlineSources, TrainConfig, fit, fit_sequential
 from hetray.temporal.loaders import EventFormat, load_events
 from hetray.temporal.memory import MemoryConfig
 from hetray.temporal.models import MemoryTGNN, ModelConfig, ModelKind
@@ -31,6 +31,7 @@ __all__ = [
     "TrainConfig",
     "chronological_split",
     "fit",
+    "fit_sequential",
     "load_events",
     "synthetic_events",
 ]

@@ -30,15 +30,18 @@ from hetray.core.errors import ConfigError
 from hetray.temporal.batches import batch_slices
 from hetray.temporal.data import EventStream, TemporalSplit
 from hetray.temporal.driver import InlineSource, run_pass
-from hetray.temporal.models import MemoryTGNN
+from hetray.temporal.memory import MemoryConfig
+from hetray.temporal.models import MemoryTGNN, ModelConfig
 from hetray.temporal.mspipe import (
     BatchSource,
     MemoryBackend,
     PassReport,
     PipelineConfig,
+    PipelineMode,
     StageClock,
 )
 from hetray.temporal.sampler import TemporalCSR
+from hetray.temporal.store import LocalMemoryStore
 from hetray.temporal.train import LinkMetrics, eval_step, link_metrics, train_step
 
 logger = logging.getLogger(__name__)
@@ -212,6 +215,21 @@ def fit(model: MemoryTGNN, events: EventStream, split: TemporalSplit, *, train_c
     inductive = np.isin(test.eids, split.test_inductive)
     report.test_inductive = link_metrics(test.pos_score[inductive], test.neg_score[inductive])
     return report
+
+
+def memory_config(events: EventStream, model_cfg: ModelConfig) -> MemoryConfig:
+    """The node-memory layout ``model_cfg`` needs on ``events``."""
+    return MemoryConfig(num_nodes=events.num_nodes, memory_dim=model_cfg.memory_dim,
+                        edge_feat_dim=events.edge_feat_dim, mailbox_size=model_cfg.mailbox)
+
+
+def fit_sequential(model: MemoryTGNN, events: EventStream, split: TemporalSplit, *,
+                   train_cfg: TrainConfig, progress: Progress = QUIET) -> FitReport:
+    """:func:`fit` as the sequential baseline: stages inline, an in-process store, k = 0."""
+    return fit(model, events, split, train_cfg=train_cfg,
+               pipe_cfg=PipelineConfig(mode=PipelineMode.SEQUENTIAL),
+               sources=InlineSources(events, split, model.cfg.num_neighbors, train_cfg.seed),
+               store=LocalMemoryStore(memory_config(events, model.cfg)), progress=progress)
 
 
 def _train_epoch(run: _Run, optimizer: torch.optim.Optimizer, epoch: int,

@@ -20,7 +20,7 @@ store answers only once it has that version, so the staleness ``i - served`` nev
 
 Grouped memory I/O. Every Ray call costs CPU on both sides, and on a machine whose cores
 the trainer's intra-op threads keep busy each call also stalls the step (one no-op actor
-call per step made a ~35 ms TGN step 2-7 ms slower across runs on 2 cores;
+call per step added 0.9-2.3 ms to a 29-38 ms TGN step in our runs on 2 cores;
 ``benchmarks/tgnn.py`` records it as ``call_cost``). So the trainer reads the memory of
 ``g`` consecutive batches in one read (the union of their nodes), and the store group
 carries every write-back since the previous read inside that read's call. The bound stays

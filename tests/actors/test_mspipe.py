@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from hetray.temporal import (
-    MemoryConfig,
     Mitigation,
     ModelConfig,
     ModelKind,
@@ -20,23 +19,16 @@ from hetray.temporal import (
     fit,
     synthetic_events,
 )
-from hetray.temporal.fit import Progress
+from hetray.temporal.fit import Progress, memory_config
 
 TRAIN = TrainConfig(epochs=1, batch_size=100, lr=3e-3)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def stream():
     events = synthetic_events(SyntheticConfig(num_events=2500))
     return events, chronological_split(events)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _cfg(events, kind=ModelKind.TGN):
@@ -97,8 +89,7 @@ def test_killed_store_is_restored_and_training_continues(ray_shared, stream, tmp
     model = build_model(cfg, seed=0)
     prefetch = PrefetchGroup.create(events, split, num_neighbors=cfg.num_neighbors, seed=0)
     store = MemoryStoreGroup.create(
-        MemoryConfig(num_nodes=events.num_nodes, memory_dim=16,
-                     edge_feat_dim=events.edge_feat_dim), num_shards=2,
+        memory_config(events, cfg), num_shards=2,
         checkpoint_dir=str(tmp_path), checkpoint_every=4)
     seen = {"events": 0}
 

@@ -7,18 +7,13 @@ import torch
 
 from hetray.core.errors import ConfigError
 from hetray.temporal import (
-    InlineSources,
-    LocalMemoryStore,
-    MemoryConfig,
     MemoryTGNN,
     ModelConfig,
     ModelKind,
-    PipelineConfig,
-    PipelineMode,
     SyntheticConfig,
     TrainConfig,
     chronological_split,
-    fit,
+    fit_sequential,
     synthetic_events,
 )
 
@@ -37,12 +32,7 @@ def _fit(stream, train_cfg):
     cfg = ModelConfig(kind=ModelKind.JODIE, memory_dim=16, time_dim=16,
                       edge_feat_dim=events.edge_feat_dim)
     model = MemoryTGNN(cfg)
-    store = LocalMemoryStore(MemoryConfig(num_nodes=events.num_nodes, memory_dim=16,
-                                          edge_feat_dim=events.edge_feat_dim))
-    report = fit(model, events, split, train_cfg=train_cfg,
-                 pipe_cfg=PipelineConfig(mode=PipelineMode.SEQUENTIAL),
-                 sources=InlineSources(events, split, cfg.num_neighbors, 0), store=store)
-    return model, report
+    return model, fit_sequential(model, events, split, train_cfg=train_cfg)
 
 
 def test_patience_must_not_be_negative():

@@ -5,18 +5,13 @@ from __future__ import annotations
 import pytest
 
 from hetray.temporal import (
-    InlineSources,
-    LocalMemoryStore,
-    MemoryConfig,
     MemoryTGNN,
     ModelConfig,
     ModelKind,
-    PipelineConfig,
-    PipelineMode,
     SyntheticConfig,
     TrainConfig,
     chronological_split,
-    fit,
+    fit_sequential,
     synthetic_events,
 )
 
@@ -37,13 +32,8 @@ def test_model_learns_planted_task(stream, kind):
     torch.manual_seed(0)
     cfg = ModelConfig(kind=kind, memory_dim=32, time_dim=32, edge_feat_dim=events.edge_feat_dim)
     model = MemoryTGNN(cfg)
-    store = LocalMemoryStore(MemoryConfig(num_nodes=events.num_nodes, memory_dim=32,
-                                          edge_feat_dim=events.edge_feat_dim,
-                                          mailbox_size=cfg.mailbox))
-    report = fit(model, events, split,
-                 train_cfg=TrainConfig(epochs=10, batch_size=100, lr=5e-3),
-                 pipe_cfg=PipelineConfig(mode=PipelineMode.SEQUENTIAL),
-                 sources=InlineSources(events, split, cfg.num_neighbors, 0), store=store)
+    report = fit_sequential(model, events, split,
+                            train_cfg=TrainConfig(epochs=10, batch_size=100, lr=5e-3))
     assert report.test.ap >= 0.9, report.test
     assert report.test.auc >= 0.9, report.test
     assert report.test_inductive.num_events > 0
