@@ -19,8 +19,8 @@ from hetray.actors.partition import PartitionHolderGroup
 
 from hetray.core.errors import PartitionHolderError
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.holder import HolderConfig, Mode
-from hetray.hgnn.raf import EVAL_STEP_OFFSET, StepStats, epoch_batches
+from hetray.heta.holder import HolderConfig, Mode
+from hetray.heta.raf import EVAL_STEP_OFFSET, StepStats, epoch_batches
 
 logger = logging.getLogger(__name__)
 

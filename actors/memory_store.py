@@ -1,15 +1,15 @@
 """Memory-store actors: shards of node memory / mailbox, versioned by iteration.
 
-:class:`MemoryStore` is an async actor shell around :class:`~hetray.temporal.store.MemoryShard`.
+:class:`MemoryStore` is an async actor shell around :class:`~hetray.mspipe.store.MemoryShard`.
 ``read(nodes, min_version)`` waits until the shard has applied ``min_version`` writes;
 ``write(update, version)`` waits for ``version - 1`` so writes apply in order even if they
 arrive out of order. Every ``checkpoint_every`` versions (and at each reset) the shard
 writes itself to ``{checkpoint_dir}/shard_{s}.parquet``.
 
 :class:`MemoryStoreGroup` routes node ids to shards (``n % P``) and implements the
-:class:`~hetray.temporal.mspipe.MemoryBackend` protocol for the pipeline. The group holds
+:class:`~hetray.mspipe.staleness.MemoryBackend` protocol for the pipeline. The group holds
 write-backs until the next read and sends them with it in one call per shard
-(``write_read``; see "Grouped memory I/O" in :mod:`hetray.temporal.mspipe` for why). No read
+(``write_read``; see "Grouped memory I/O" in :mod:`hetray.mspipe.staleness` for why). No read
 waits on a held write: a read issued after a write carries it, and held writes are sent on
 their own before the caller blocks on a write or on a read that needs them, and at
 :meth:`MemoryStoreGroup.drain`. When a shard dies
@@ -31,7 +31,7 @@ from ray.exceptions import RayActorError
 
 from hetray.core.errors import MemoryStoreError
 from hetray.temporal.memory import MemoryConfig, MemoryRows, MemoryUpdate
-from hetray.temporal.store import MemoryShard, ServedRead, merge_reads, nid2shard, split_update
+from hetray.mspipe.store import MemoryShard, ServedRead, merge_reads, nid2shard, split_update
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class _PendingWrite:
 
 
 class MemoryStoreGroup:
-    """``P`` memory-store shards behind the :class:`~hetray.temporal.mspipe.MemoryBackend` API."""
+    """``P`` memory-store shards behind the :class:`~hetray.mspipe.staleness.MemoryBackend` API."""
 
     def __init__(self, config: MemoryConfig, num_shards: int, *, checkpoint_dir: str,
                  checkpoint_every: int, num_cpus: float) -> None:

@@ -1,7 +1,7 @@
 """Partition-holder actors: one per meta-partition (RAF) or node partition (vanilla).
 
 Each holder keeps its relations, features, embeddings, relation weights and Adam state
-(:class:`hetray.hgnn.holder.HolderCore`) and meets the others in a ``ray.util.collective``
+(:class:`hetray.heta.holder.HolderCore`) and meets the others in a ``ray.util.collective``
 gloo group (Ray 2.60 implements gloo with ``torch.distributed`` process groups that
 rendezvous through Ray's internal KV). Holders compute on CPU; placing them on GPUs (and
 switching the group to nccl) is not implemented yet.
@@ -25,8 +25,8 @@ from ray.util.placement_group import PlacementGroup
 
 from hetray.core.errors import PartitionHolderError
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.holder import HolderConfig, HolderCore, shared_owners
-from hetray.hgnn.raf import StepStats
+from hetray.heta.holder import HolderConfig, HolderCore, shared_owners
+from hetray.heta.raf import StepStats
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@
 trainer asks :class:`ActorBatchSource` for batch ``i + depth`` while it trains batch ``i``;
 batches travel in chunks of ``chunk`` consecutive batches, one sampler call and one fetcher
 call per chunk (every Ray call costs the trainer time; see "Grouped memory I/O" in
-:mod:`hetray.temporal.mspipe`). The sampled chunk is stored once: the fetcher reads it by
+:mod:`hetray.mspipe.staleness`). The sampled chunk is stored once: the fetcher reads it by
 ObjectRef and returns only the features, which the trainer attaches.
 """
 
@@ -20,7 +20,7 @@ import ray
 from hetray.core.errors import ActorStartupError
 from hetray.temporal.batches import NeighbourFeatures, SampledBatch, gather_features, sample_batch
 from hetray.temporal.data import EventStream, TemporalSplit
-from hetray.temporal.fit import build_csrs
+from hetray.mspipe.fit import build_csrs
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from hetray.actors.memory_store import MemoryStoreGroup
 from hetray.actors.tgnn_prefetch import PrefetchGroup
 
 from hetray.temporal.data import EventStream, TemporalSplit
-from hetray.temporal.fit import (
+from hetray.mspipe.fit import (
     QUIET,
     FitReport,
     Progress,
@@ -31,7 +31,7 @@ from hetray.temporal.fit import (
     memory_config,
 )
 from hetray.temporal.models import MemoryTGNN, ModelConfig
-from hetray.temporal.mspipe import PipelineConfig, PipelineMode
+from hetray.mspipe.staleness import PipelineConfig, PipelineMode
 
 logger = logging.getLogger(__name__)
 

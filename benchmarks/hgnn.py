@@ -35,12 +35,12 @@ from hetray import runtime
 from hetray.comm.link_emulation import ten_gbit_link
 from hetray.graph import load_heco, synthetic_mag
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.cache import CachePolicy, cache_comparison
-from hetray.hgnn.dgl_reference import train_dgl_rgcn
-from hetray.hgnn.holder import HolderConfig, Mode
-from hetray.hgnn.meta_partition import meta_partition
-from hetray.hgnn.models import ModelConfig
-from hetray.hgnn.raf import TrainConfig, schema_stats
+from hetray.heta.cache import CachePolicy, cache_comparison
+from hetray.heta.dgl_reference import train_dgl_rgcn
+from hetray.heta.holder import HolderConfig, Mode
+from hetray.heta.meta_partition import meta_partition
+from hetray.heta.models import ModelConfig
+from hetray.heta.raf import TrainConfig, schema_stats
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"

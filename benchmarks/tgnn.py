@@ -37,7 +37,7 @@ loads. Every other cell is one pair.
 MSPipe runs with its defaults: each memory read serves ``io_batches`` consecutive batches
 and carries the write-backs since the previous read, prefetch moves batches in chunks of
 the same size, one memory-store shard (``--shards``): on 2 cores every Ray call the trainer
-makes stalls its step by several ms (see "Grouped memory I/O" in hetray.temporal.mspipe).
+makes stalls its step by several ms (see "Grouped memory I/O" in hetray.mspipe.staleness).
 
 Stale rows are mitigated by replaying the trainer's own in-flight write-backs
 (``--mitigation own_writes``, the default; exact for one trainer, so MSPipe's AP equals the
@@ -71,11 +71,11 @@ from hetray import runtime
 from hetray.cli.tgnn import summary
 from hetray.temporal.batches import batch_slices, fetch_features, sample_batch
 from hetray.temporal.data import EventStream, chronological_split
-from hetray.temporal.fit import FitReport, TrainConfig, build_csrs, memory_config
+from hetray.mspipe.fit import FitReport, TrainConfig, build_csrs, memory_config
 from hetray.temporal.loaders import load_events
 from hetray.temporal.models import ModelConfig, ModelKind
-from hetray.temporal.mspipe import STAGES, Mitigation, PipelineConfig, PipelineMode
-from hetray.temporal.store import LocalMemoryStore
+from hetray.mspipe.staleness import STAGES, Mitigation, PipelineConfig, PipelineMode
+from hetray.mspipe.store import LocalMemoryStore
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 from hetray.temporal.train import train_step
 

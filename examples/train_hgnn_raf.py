@@ -19,9 +19,9 @@ from hetray.actors.hgnn_driver import train_distributed
 
 from hetray import runtime
 from hetray.graph import load_dataset
-from hetray.hgnn.holder import HolderConfig, Mode
-from hetray.hgnn.models import ConvKind, ModelConfig
-from hetray.hgnn.raf import TrainConfig
+from hetray.heta.holder import HolderConfig, Mode
+from hetray.heta.models import ConvKind, ModelConfig
+from hetray.heta.raf import TrainConfig
 
 
 def main() -> None:

@@ -14,10 +14,10 @@ import logging
 
 from hetray import runtime
 from hetray.cli.tgnn import run
-from hetray.temporal.fit import TrainConfig
+from hetray.mspipe.fit import TrainConfig
 from hetray.temporal.loaders import load_events
 from hetray.temporal.models import ModelKind
-from hetray.temporal.mspipe import PipelineMode
+from hetray.mspipe.staleness import PipelineMode
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 
 

@@ -21,10 +21,10 @@ from hetray.core.units import gbit_per_s_to_bytes_per_s
 from hetray.graph.datasets import load_dataset
 from hetray.graph.hetero import HeteroGraph
 from hetray.graph.synthetic import synthetic_mag
-from hetray.hgnn.cache import cache_comparison
-from hetray.hgnn.holder import HolderConfig, Mode
-from hetray.hgnn.models import ConvKind, ModelConfig
-from hetray.hgnn.raf import TrainConfig
+from hetray.heta.cache import cache_comparison
+from hetray.heta.holder import HolderConfig, Mode
+from hetray.heta.models import ConvKind, ModelConfig
+from hetray.heta.raf import TrainConfig
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ import click
 from tqdm import tqdm
 
 from hetray.temporal.data import EventStream, chronological_split
-from hetray.temporal.fit import FitReport, Progress, TrainConfig
+from hetray.mspipe.fit import FitReport, Progress, TrainConfig
 from hetray.temporal.loaders import load_events
 from hetray.temporal.models import ModelConfig, ModelKind
-from hetray.temporal.mspipe import STAGES, PipelineConfig, PipelineMode
+from hetray.mspipe.staleness import STAGES, PipelineConfig, PipelineMode
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 
 logger = logging.getLogger(__name__)

@@ -90,6 +90,33 @@ def _fmt(resources: Mapping[str, float]) -> str:
     return "{" + items + "}"
 
 
+class ActorFailedError(HetrayError, RuntimeError):
+    """A worker of an actor group died or raised; names its role and index."""
+
+    def __init__(self, role: str, index: int, cause: str) -> None:
+        super().__init__(role, index, cause)
+        self.role = role
+        self.index = index
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.index} failed: {self.cause}"
+
+
+class ActorTimeoutError(HetrayError, TimeoutError):
+    """Workers of an actor group did not answer in time; names which."""
+
+    def __init__(self, role: str, indices: list[int], timeout_s: float) -> None:
+        super().__init__(role, indices, timeout_s)
+        self.role = role
+        self.indices = indices
+        self.timeout_s = timeout_s
+
+    def __str__(self) -> str:
+        return (f"{self.role} {self.indices} did not answer within {self.timeout_s:g} s; "
+                "check the actors' logs (ray logs) or raise the timeout")
+
+
 class GraphDataError(HetrayError, ValueError):
     """A graph data file is malformed: names the file, the column, the offending value and why."""
 

@@ -36,9 +36,9 @@ from hetray.experiments.params import ParamSpec, resolve_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
 from hetray.graph.hetero import HeteroGraph
 from hetray.graph.synthetic import synthetic_mag
-from hetray.hgnn.holder import HolderConfig, Mode
-from hetray.hgnn.models import ModelConfig
-from hetray.hgnn.raf import TrainConfig
+from hetray.heta.holder import HolderConfig, Mode
+from hetray.heta.models import ModelConfig
+from hetray.heta.raf import TrainConfig
 
 logger = logging.getLogger(__name__)
 

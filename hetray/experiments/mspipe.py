@@ -33,9 +33,9 @@ import torch
 from hetray.experiments.params import ParamSpec, resolve_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
 from hetray.temporal.data import EventStream, TemporalSplit, chronological_split
-from hetray.temporal.fit import FitReport, TrainConfig
+from hetray.mspipe.fit import FitReport, TrainConfig
 from hetray.temporal.models import MemoryTGNN, ModelConfig, ModelKind
-from hetray.temporal.mspipe import PipelineConfig, PipelineMode
+from hetray.mspipe.staleness import PipelineConfig, PipelineMode
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 
 logger = logging.getLogger(__name__)

@@ -7,19 +7,21 @@ import re
 import pytest
 import torch
 
-from hetray.temporal import (
+from hetray.mspipe import (
     Mitigation,
-    ModelConfig,
-    ModelKind,
     PipelineConfig,
     PipelineMode,
-    SyntheticConfig,
     TrainConfig,
-    chronological_split,
     fit,
+)
+from hetray.temporal import (
+    ModelConfig,
+    ModelKind,
+    SyntheticConfig,
+    chronological_split,
     synthetic_events,
 )
-from hetray.temporal.fit import Progress, memory_config
+from hetray.mspipe.fit import Progress, memory_config
 
 TRAIN = TrainConfig(epochs=1, batch_size=100, lr=3e-3)
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -9,9 +9,9 @@ from hetray.actors.hgnn_driver import HgnnDriver
 from hetray.actors.partition import PartitionHolderGroup
 
 from hetray.graph import synthetic_mag
-from hetray.hgnn.holder import HolderConfig, HolderCore, LocalCollective, Mode
-from hetray.hgnn.models import ConvKind, ModelConfig
-from hetray.hgnn.raf import TrainConfig, epoch_batches
+from hetray.heta.holder import HolderConfig, HolderCore, LocalCollective, Mode
+from hetray.heta.models import ConvKind, ModelConfig
+from hetray.heta.raf import TrainConfig, epoch_batches
 
 EPOCHS = 2
 

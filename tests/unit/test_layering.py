@@ -53,7 +53,7 @@ def test_actors_install_as_hetray_subpackage():
 
 # Which hetray packages each core package may import (besides itself), per STYLE.md's layer
 # diagram: algorithm siblings stay independent, except the declared uses below.
-# hgnn/temporal read graphs; the pipeline executor trains model chunks; the planner simulates
+# heta/temporal read graphs; mspipe trains temporal models; the pipeline executor trains model chunks; the planner simulates
 # pipelines; experiments sit above every algorithm package (like the CLI, without Ray).
 BASE = {"core", "accel", "cluster", "comm"}
 PACKAGE_DEPS = {
@@ -63,11 +63,12 @@ PACKAGE_DEPS = {
     "comm": {"core", "cluster"},
     "graph": {"core"},
     "models": {"core"},
-    "hgnn": BASE | {"graph"},
+    "heta": BASE | {"graph"},
     "temporal": BASE | {"graph"},
+    "mspipe": BASE | {"graph", "temporal"},
     "pipeline": BASE | {"models"},
     "planner": BASE | {"pipeline"},
-    "experiments": BASE | {"graph", "hgnn", "models", "pipeline", "planner", "temporal"},
+    "experiments": BASE | {"graph", "heta", "models", "mspipe", "pipeline", "planner", "temporal"},
 }
 
 

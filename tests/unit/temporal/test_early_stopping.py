@@ -6,14 +6,16 @@ import pytest
 import torch
 
 from hetray.core.errors import ConfigError
+from hetray.mspipe import (
+    TrainConfig,
+    fit_sequential,
+)
 from hetray.temporal import (
     MemoryTGNN,
     ModelConfig,
     ModelKind,
     SyntheticConfig,
-    TrainConfig,
     chronological_split,
-    fit_sequential,
     synthetic_events,
 )
 

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from hetray.mspipe import (
+    TrainConfig,
+    fit_sequential,
+)
 from hetray.temporal import (
     MemoryTGNN,
     ModelConfig,
     ModelKind,
     SyntheticConfig,
-    TrainConfig,
     chronological_split,
-    fit_sequential,
     synthetic_events,
 )
 

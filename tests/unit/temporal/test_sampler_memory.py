@@ -17,7 +17,7 @@ from hetray.temporal.memory import (
     build_update,
     mitigate_stale,
 )
-from hetray.temporal.mspipe import (
+from hetray.mspipe.staleness import (
     PipelineConfig,
     PipelineMode,
     StageClock,
@@ -25,7 +25,7 @@ from hetray.temporal.mspipe import (
     group_size,
 )
 from hetray.temporal.sampler import TemporalCSR, negative_destinations
-from hetray.temporal.store import LocalMemoryStore, MemoryShard
+from hetray.mspipe.store import LocalMemoryStore, MemoryShard
 
 
 def _brute_recent(src, dst, t, root, time, k):

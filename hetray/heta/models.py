@@ -34,8 +34,8 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
 from hetray.core.errors import ConfigError
-from hetray.hgnn.meta_partition import MetaTreeNode, Subtree
-from hetray.hgnn.sampling import SampledEdges, SampledTree
+from hetray.heta.meta_partition import MetaTreeNode, Subtree
+from hetray.heta.sampling import SampledEdges, SampledTree
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ def neighbour_mean(h_src: torch.Tensor, src_pos: torch.Tensor, dst_pos: torch.Te
     """Mean of ``h_src`` rows over each destination's sampled edges; 0 for none.
 
     One sparse-dense product ``A @ h_src`` with ``A[v, u] = 1 / deg(v)`` per edge ``(u, v)``
-    (in CSR: ``dst_pos`` is sorted, as :func:`~hetray.hgnn.sampling.sample_in_edges` emits
+    (in CSR: ``dst_pos`` is sorted, as :func:`~hetray.heta.sampling.sample_in_edges` emits
     it), so the ``(M, d)`` gathered messages are never materialised, forward or backward.
 
     Args:

@@ -9,7 +9,7 @@ from hetray.cluster.spec import LinkSpec
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.core.errors import ConfigError
 from hetray.graph import synthetic_mag
-from hetray.hgnn.cache import (
+from hetray.heta.cache import (
     CachePolicy,
     RowCache,
     TypeProfile,
@@ -19,9 +19,9 @@ from hetray.hgnn.cache import (
     plan_hetero_cache,
     replay,
 )
-from hetray.hgnn.holder import HolderConfig, HolderCore, Mode
-from hetray.hgnn.models import ModelConfig
-from hetray.hgnn.raf import TrainConfig, epoch_batches
+from hetray.heta.holder import HolderConfig, HolderCore, Mode
+from hetray.heta.models import ModelConfig
+from hetray.heta.raf import TrainConfig, epoch_batches
 
 
 def profiles():

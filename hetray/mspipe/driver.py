@@ -1,7 +1,7 @@
 """The training driver: passes over batches with bounded staleness, epochs, evaluation.
 
 Glossary: ``i`` batch index in a pass, ``k`` staleness bound, ``base`` the store version at
-the start of a pass. See :mod:`hetray.temporal.mspipe` for the version rule and the choice
+the start of a pass. See :mod:`hetray.mspipe.staleness` for the version rule and the choice
 of ``k``; :func:`run_pass` is the same code for sequential (k = 0) and MSPipe runs.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 from hetray.temporal.batches import SampledBatch, fetch_features, sample_batch
 from hetray.temporal.data import EventStream
 from hetray.temporal.memory import MemoryRows, MemoryUpdate, apply_own_writes, mitigate_stale
-from hetray.temporal.mspipe import (
+from hetray.mspipe.staleness import (
     BatchSource,
     MemoryBackend,
     Mitigation,
@@ -69,7 +69,7 @@ class _GroupRead:
         """``batch``'s rows; the first call waits for the read (timed as ``wait_memory``).
 
         A read that was not answered yet is a stall: its whole latency is recorded as
-        ``read_latency`` (see the choice of k in :mod:`hetray.temporal.mspipe`).
+        ``read_latency`` (see the choice of k in :mod:`hetray.mspipe.staleness`).
         """
         if self.rows is None:
             stalled = not self.pending.ready()

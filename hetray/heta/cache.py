@@ -11,7 +11,7 @@ per-type split. The type-agnostic baseline caches the globally most accessed row
 same ``M``. Both are judged by the *weighted miss cost* ``sum misses * p_t`` on a later pass.
 
 Offline, :func:`cache_comparison` replays a later pass against both plans. Online, a
-:class:`RowCache` sits in the vanilla baseline's remote-fetch path (``hetray.hgnn.vanilla``):
+:class:`RowCache` sits in the vanilla baseline's remote-fetch path (``hetray.heta.vanilla``):
 cached remote rows are neither fetched nor charged to the link, and it counts hits, misses
 and the weighted miss cost as training runs.
 """
@@ -28,9 +28,9 @@ import torch
 
 from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.meta_partition import meta_partition
-from hetray.hgnn.raf import TrainConfig, epoch_batches, root_view, schema_stats
-from hetray.hgnn.sampling import sample_tree
+from hetray.heta.meta_partition import meta_partition
+from hetray.heta.raf import TrainConfig, epoch_batches, root_view, schema_stats
+from hetray.heta.sampling import sample_tree
 
 logger = logging.getLogger(__name__)
 

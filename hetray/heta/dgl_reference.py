@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.raf import TrainConfig
+from hetray.heta.raf import TrainConfig
 
 logger = logging.getLogger(__name__)
 

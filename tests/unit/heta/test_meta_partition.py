@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hetray.core.errors import ConfigError
-from hetray.hgnn.meta_partition import SchemaStats, meta_partition
+from hetray.heta.meta_partition import SchemaStats, meta_partition
 
 TYPES = ["t0", "t1", "t2", "t3", "t4"]
 

@@ -29,10 +29,10 @@ from hetray.cluster.spec import LinkSpec
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.cache import CachePolicy, RowCache, plan_cache, type_profiles
-from hetray.hgnn.meta_partition import meta_partition
-from hetray.hgnn.raf import RafWorker, StepStats, TrainConfig, epoch_batches, schema_stats
-from hetray.hgnn.vanilla import Collective, VanillaWorker, node_partition
+from hetray.heta.cache import CachePolicy, RowCache, plan_cache, type_profiles
+from hetray.heta.meta_partition import meta_partition
+from hetray.heta.raf import RafWorker, StepStats, TrainConfig, epoch_batches, schema_stats
+from hetray.heta.vanilla import Collective, VanillaWorker, node_partition
 
 logger = logging.getLogger(__name__)
 

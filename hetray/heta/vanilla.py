@@ -14,7 +14,7 @@ rows owned by another partition are remote. Per step it exchanges::
 
 Byte counters use ring all-reduce traffic, ``2 (K-1)/K * n`` bytes sent per rank. The
 structure is replicated on every worker (sampling is free of RPC, which favours vanilla).
-An optional static :class:`~hetray.hgnn.cache.RowCache` of remote rows (``worker.cache``)
+An optional static :class:`~hetray.heta.cache.RowCache` of remote rows (``worker.cache``)
 removes its hits from the fetch: they are neither counted nor delayed. Values are read
 from the local replica either way, so the cache changes traffic, never the numerics.
 """
@@ -31,11 +31,11 @@ from torch.nn import functional as F  # noqa: N812
 
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.cache import PROFILE_STEP_OFFSET, RowCache
-from hetray.hgnn.meta_partition import meta_partition
-from hetray.hgnn.models import MetatreeHGNN
-from hetray.hgnn.raf import StepStats, TrainConfig, input_specs, root_view, schema_stats
-from hetray.hgnn.sampling import sample_tree
+from hetray.heta.cache import PROFILE_STEP_OFFSET, RowCache
+from hetray.heta.meta_partition import meta_partition
+from hetray.heta.models import MetatreeHGNN
+from hetray.heta.raf import StepStats, TrainConfig, input_specs, root_view, schema_stats
+from hetray.heta.sampling import sample_tree
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hetray.hgnn.meta_partition import MetaTreeNode, Relation
+from hetray.heta.meta_partition import MetaTreeNode, Relation
 
 logger = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ import torch
 from hetray.core.errors import ConfigError
 from hetray.temporal.batches import batch_slices
 from hetray.temporal.data import EventStream, TemporalSplit
-from hetray.temporal.driver import InlineSource, run_pass
+from hetray.mspipe.driver import InlineSource, run_pass
 from hetray.temporal.memory import MemoryConfig
 from hetray.temporal.models import MemoryTGNN, ModelConfig
-from hetray.temporal.mspipe import (
+from hetray.mspipe.staleness import (
     BatchSource,
     MemoryBackend,
     PassReport,
@@ -41,7 +41,7 @@ from hetray.temporal.mspipe import (
     StageClock,
 )
 from hetray.temporal.sampler import TemporalCSR
-from hetray.temporal.store import LocalMemoryStore
+from hetray.mspipe.store import LocalMemoryStore
 from hetray.temporal.train import LinkMetrics, eval_step, link_metrics, train_step
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class InlineSources:
 
     def open(self, csr_name: str, eid_batches: list[np.ndarray],
              neg_stream: tuple[int, ...]) -> BatchSource:
-        """An :class:`~hetray.temporal.driver.InlineSource`."""
+        """An :class:`~hetray.mspipe.driver.InlineSource`."""
         return InlineSource(self.events, self.csrs[csr_name], eid_batches,
                             num_neighbors=self.num_neighbors, neg_stream=neg_stream,
                             seed=self.seed)

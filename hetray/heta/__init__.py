@@ -7,10 +7,10 @@ sampling along the metatree), ``models`` (R-GCN / R-GAT as partial aggregation +
 ``dgl_reference`` (stock DGL R-GCN yardstick).
 """
 
-from hetray.hgnn.holder import HolderConfig, HolderCore, LocalCollective, Mode
-from hetray.hgnn.meta_partition import MetaPartitionPlan, SchemaStats, meta_partition
-from hetray.hgnn.models import ConvKind, MetatreeHGNN, ModelConfig
-from hetray.hgnn.raf import RafWorker, StepStats, TrainConfig
+from hetray.heta.holder import HolderConfig, HolderCore, LocalCollective, Mode
+from hetray.heta.meta_partition import MetaPartitionPlan, SchemaStats, meta_partition
+from hetray.heta.models import ConvKind, MetatreeHGNN, ModelConfig
+from hetray.heta.raf import RafWorker, StepStats, TrainConfig
 
 __all__ = ["ConvKind", "HolderConfig", "HolderCore", "LocalCollective", "MetaPartitionPlan",
            "MetatreeHGNN", "Mode", "ModelConfig", "RafWorker", "SchemaStats", "StepStats",

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from hetray.graph import load_heco, synthetic_mag
-from hetray.hgnn.holder import HolderConfig, HolderCore, LocalCollective, Mode
-from hetray.hgnn.meta_partition import meta_partition
-from hetray.hgnn.models import ConvKind, ModelConfig
-from hetray.hgnn.raf import RafWorker, TrainConfig, epoch_batches, schema_stats
+from hetray.heta.holder import HolderConfig, HolderCore, LocalCollective, Mode
+from hetray.heta.meta_partition import meta_partition
+from hetray.heta.models import ConvKind, ModelConfig
+from hetray.heta.raf import RafWorker, TrainConfig, epoch_batches, schema_stats
 
 STEPS = 6
 

@@ -26,9 +26,9 @@ from torch.nn import functional as F  # noqa: N812
 from hetray.comm.link_emulation import ring_allreduce_bytes
 from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
-from hetray.hgnn.meta_partition import MetaPartitionPlan, MetaTreeNode, SchemaStats
-from hetray.hgnn.models import InputSpec, MetatreeHGNN, ModelConfig
-from hetray.hgnn.sampling import sample_tree
+from hetray.heta.meta_partition import MetaPartitionPlan, MetaTreeNode, SchemaStats
+from hetray.heta.models import InputSpec, MetatreeHGNN, ModelConfig
+from hetray.heta.sampling import sample_tree
 
 logger = logging.getLogger(__name__)
 
