@@ -1,8 +1,9 @@
 """Ray Tune wrappers of the scaling experiments: trainables, per-trial resources, Tuner.
 
-The experiments themselves are pure functions in :mod:`hetray.experiments`; this module
-only binds them to ``ray.tune.report``, supplies the Ray-backed runners (partition holders,
-MSPipe stage actors) and says what each trial reserves:
+The experiments themselves are pure functions in :mod:`hetray.experiments` over each
+system's run API; this module only binds them to ``ray.tune.report`` and the system's Ray
+backend (:data:`RAY_BACKENDS`), and sizes trials from what each experiment declares it
+reserves (``ExperimentSpec.extra_bundles`` and ``own_cpus``):
 
 ==========  =================================================================  ==========
 experiment  trial bundles (``tune.PlacementGroupFactory``)                     extra
@@ -31,10 +32,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from functools import partial
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +42,12 @@ import pandas as pd
 import ray
 from ray import tune
 
+from hetray.core.errors import ConfigError
 from hetray.experiments.files import HISTORY_FILE, RESULTS_FILE, SWEEP_FILE
 from hetray.experiments.grid import Grid, TrialResources
-from hetray.experiments.params import ParamSpec, resolve_config
+from hetray.experiments.spec import ExperimentSpec
 
 logger = logging.getLogger(__name__)
-
-MSPIPE_ACTORS = 2  # sampler + feature fetcher, besides the store shards
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,68 +65,38 @@ class SweepOutcome:
     num_errors: int
 
 
-# Each trainable imports its experiment when it runs: a trial's worker process then loads
-# only what that experiment needs (e.g. the planner never loads DGL), which keeps trial
-# start-up short on small machines.
-
-
-def planner_trainable(config: dict[str, Any]) -> None:
-    """Tune function trainable of the planner experiment."""
-    from hetray.experiments.planner import run_planner_trial
-
-    run_planner_trial(config, tune.report)
-
-
-def pipeline_trainable(config: dict[str, Any]) -> None:
-    """Tune function trainable of the pipeline experiment (stage threads in the trial)."""
-    from hetray.experiments.pipeline import run_pipeline_trial
-
-    run_pipeline_trial(config, tune.report)
-
-
-def heta_trainable(config: dict[str, Any]) -> None:
-    """Tune function trainable of the Heta experiment (starts K partition-holder actors)."""
-    from hetray.actors.hgnn_driver import train_distributed
-
-    from hetray.experiments.heta import PARAMS, run_heta_trial
-
-    holder_cpus = float(resolve_config(config, PARAMS, "heta trial")["holder_cpus"])
-    with tempfile.TemporaryDirectory(prefix="hetray-tune-heta-") as ckpt:
-        runner = partial(train_distributed, checkpoint_dir=Path(ckpt), num_cpus=holder_cpus)
-        run_heta_trial(config, tune.report, runner=runner)
-
-
-def mspipe_trainable(config: dict[str, Any]) -> None:
-    """Tune function trainable of the MSPipe experiment (mspipe mode starts stage actors)."""
-    from hetray.actors.tgnn_run import StoreConfig, run_tgnn
-
-    from hetray.experiments.mspipe import PARAMS, run_mspipe_trial
-
-    cfg = resolve_config(config, PARAMS, "mspipe trial")
-    store_cfg = StoreConfig(num_shards=int(cfg["num_shards"]), num_cpus=float(cfg["actor_cpus"]))
-    run_mspipe_trial(config, tune.report, runner=partial(run_tgnn, store_cfg=store_cfg))
-
-
-TRAINABLES: dict[str, Callable[[dict[str, Any]], None]] = {
-    "planner": planner_trainable, "pipeline": pipeline_trainable,
-    "heta": heta_trainable, "mspipe": mspipe_trainable,
+#: The Ray backend of each system's run API, as ``module:attribute``; imported inside the
+#: trial, so a trial's worker process loads only what its experiment needs (the planner never
+#: loads DGL), which keeps trial start-up short on small machines.
+RAY_BACKENDS: dict[str, str] = {
+    "planner": "hetray.actors.planner:RayBackend",
+    "pipeline": "hetray.actors.pipeline:RayBackend",
+    "heta": "hetray.actors.heta:RayBackend",
+    "mspipe": "hetray.actors.mspipe:RayBackend",
 }
 
 
-def _params(experiment: str) -> dict[str, ParamSpec]:
-    from hetray.experiments.registry import EXPERIMENTS
+def experiment_spec(experiment: str) -> ExperimentSpec:
+    """The spec of ``experiment``, importing only that experiment's module."""
+    if experiment not in RAY_BACKENDS:
+        raise ConfigError("experiment", "name", experiment, "one of " + ", ".join(RAY_BACKENDS))
+    return import_module(f"hetray.experiments.{experiment}").SPEC
 
-    return dict(EXPERIMENTS[experiment].params)
+
+def ray_backend(experiment: str) -> Any:
+    """A fresh Ray backend of ``experiment``'s system (its actor groups run on Ray)."""
+    module, _, attribute = RAY_BACKENDS[experiment].partition(":")
+    return getattr(import_module(module), attribute)()
 
 
-def _extra_bundles(experiment: str, config: dict[str, Any]) -> list[dict[str, float]]:
-    """Bundles a trial adds for the actors it starts inside its placement group."""
-    if experiment != "mspipe":
-        return []
-    cfg = resolve_config(config, _params("mspipe"), "mspipe trial")
-    if cfg["mode"] != "mspipe" or float(cfg["actor_cpus"]) == 0:
-        return []
-    return [{"CPU": (MSPIPE_ACTORS + int(cfg["num_shards"])) * float(cfg["actor_cpus"])}]
+def trainable(experiment: str) -> Callable[[dict[str, Any]], None]:
+    """The Tune function trainable of ``experiment``: its trial function on the Ray backend."""
+
+    def run_trial(config: dict[str, Any]) -> None:
+        experiment_spec(experiment).run_trial(config, tune.report, ray_backend(experiment))
+
+    run_trial.__name__ = run_trial.__qualname__ = f"{experiment}_trainable"
+    return run_trial
 
 
 def trial_resources(experiment: str, config: dict[str, Any],
@@ -136,16 +105,14 @@ def trial_resources(experiment: str, config: dict[str, Any],
     head: dict[str, float] = {"CPU": resources.cpus}
     if resources.accel:
         head[f"accel:{resources.accel}"] = 1.0
-    return tune.PlacementGroupFactory([head, *_extra_bundles(experiment, config)])
+    return tune.PlacementGroupFactory([head, *experiment_spec(experiment).extra_bundles(config)])
 
 
 def trial_cpus(experiment: str, config: dict[str, Any], resources: TrialResources) -> float:
-    """All CPUs one trial holds: its bundles plus Heta's holder placement group."""
-    total = resources.cpus + sum(b["CPU"] for b in _extra_bundles(experiment, config))
-    if experiment == "heta":
-        cfg = resolve_config(config, _params("heta"), "heta trial")
-        total += int(cfg["num_partitions"]) * float(cfg["holder_cpus"])
-    return total
+    """All CPUs one trial holds: its bundles plus its actors' own placement groups."""
+    spec = experiment_spec(experiment)
+    return (resources.cpus + sum(b.get("CPU", 0.0) for b in spec.extra_bundles(config))
+            + spec.own_cpus(config))
 
 
 def grid_configs(grid: Grid) -> list[dict[str, Any]]:
@@ -164,7 +131,7 @@ def default_max_concurrent(grid: Grid, cluster_cpus: float) -> int:
 
 def _trainable(grid: Grid) -> Any:
     return tune.with_resources(
-        TRAINABLES[grid.experiment],
+        trainable(grid.experiment),
         resources=lambda config: trial_resources(grid.experiment, config, grid.resources))
 
 

@@ -7,62 +7,27 @@ flags, bad config files).
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from hetray.cli.render import devices_table, nodes_table, spec_summary
-from hetray.cluster.from_ray import LinkDefaults, spec_from_ray_nodes
-from hetray.cluster.loader import dump_cluster_spec, load_cluster_spec
-from hetray.cluster.spec import LinkSpec
-from hetray.core.errors import ConfigError, HetrayError
-from hetray.core.units import gbit_per_s_to_bytes_per_s
+from hetray.cli.common import address_option, handle_errors, ship_option
+from hetray.cli.lazy import LazyGroup
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-ADDRESS_HELP = (
-    "Ray to use: omit for an embedded local Ray; 'auto' for the cluster started on this "
-    "machine (or $RAY_ADDRESS); 'host:port' for a cluster's GCS; 'ray://host:port' for a "
-    "Ray client session. Token auth: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH."
-)
-
-
-def address_option(func: F) -> F:
-    """The ``--address`` flag every command that talks to Ray takes."""
-    return click.option("--address", default=None, metavar="ADDRESS", help=ADDRESS_HELP)(func)
-
-
-def ship_option(func: F) -> F:
-    """The ``--ship-project`` flag: upload this hetray to a cluster that lacks it."""
-    return click.option(
-        "--ship-project", is_flag=True,
-        help="Upload this hetray package to the cluster with the job (runtime_env py_modules) "
-             "for clusters where it is not installed.",
-    )(func)
-
-
-def handle_errors(func: F) -> F:
-    """Turn hetray errors into one clear line and the right exit code."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ConfigError as err:
-            click.echo(f"error: {err}", err=True)
-            sys.exit(2)
-        except HetrayError as err:
-            click.echo(f"error: {err}", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             lazy_commands={
+                 "plan": ("hetray.cli.planner:plan_command",
+                          "Search a hybrid-parallel plan (HetAuto planner)."),
+                 "profile": ("hetray.cli.planner:profile_command",
+                             "Time transformer layers here (planner measurements)."),
+                 "train": ("hetray.cli.train:train", "Train a system on Ray actors."),
+                 "tune": ("hetray.cli.tune:tune_command", "Sweep a system with Ray Tune."),
+                 "report": ("hetray.cli.tune:report_command", "Plot sweeps and benchmarks."),
+             })
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
               help="Log level of hetray's own messages.")
@@ -87,6 +52,8 @@ def _connect_and_probe(address: str | None, ship_project: bool) -> tuple[Any, li
 
 
 def _print_cluster(connection: Any, nodes: list[Any], reports: list[Any]) -> None:
+    from hetray.cli.render import devices_table, nodes_table
+
     click.echo(f"Ray {connection.ray_version} ({connection.mode.value}, {connection.address}), "
                f"namespace {connection.namespace!r}, {len(nodes)} node(s)")
     click.echo()
@@ -110,11 +77,13 @@ def info(address: str | None, ship_project: bool) -> None:
 
 
 def _link_defaults(intra: tuple[float, float], inter: tuple[float, float],
-                   cross: tuple[float, float]) -> LinkDefaults:
-    def link(pair: tuple[float, float]) -> LinkSpec:
-        return LinkSpec(latency_s=pair[0], bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(pair[1]))
+                   cross: tuple[float, float]) -> Any:
+    from hetray.cluster.from_ray import LinkDefaults
+    from hetray.cluster.spec import LinkSpec
 
-    return LinkDefaults(intra_node=link(intra), inter_node=link(inter), cross_cluster=link(cross))
+    return LinkDefaults(intra_node=LinkSpec.from_gbit_per_s(*intra),
+                        inter_node=LinkSpec.from_gbit_per_s(*inter),
+                        cross_cluster=LinkSpec.from_gbit_per_s(*cross))
 
 
 def _link_option(name: str, default: tuple[float, float], what: str) -> Callable[[F], F]:
@@ -148,6 +117,10 @@ def cluster_spec(
     """
     if from_ray == (spec_file is not None):
         raise click.UsageError("give either SPEC_FILE or --from-ray")
+    from hetray.cli.render import spec_summary
+    from hetray.cluster.from_ray import spec_from_ray_nodes
+    from hetray.cluster.loader import dump_cluster_spec, load_cluster_spec
+
     if spec_file is not None:
         spec = load_cluster_spec(spec_file)
         click.echo(spec_summary(spec))
@@ -170,7 +143,17 @@ def cluster_spec(
 @ship_option
 @handle_errors
 def demo(address: str | None, ship_project: bool) -> None:
-    """Run the main job end to end: connect, detect devices, print the cluster and a spec."""
+    """Run the main job end to end: the cluster, then a short run of each system.
+
+    Each system's part is its CLI module's ``demo()``: a small run config through the
+    system's run API, the same path ``hetray train SYSTEM`` takes.
+    """
+    from importlib import import_module
+
+    from hetray.cli.render import spec_summary
+    from hetray.cluster.from_ray import LinkDefaults, spec_from_ray_nodes
+    from hetray.cluster.loader import dump_cluster_spec
+
     connection, nodes, reports = _connect_and_probe(address, ship_project)
     click.echo("== cluster ==")
     _print_cluster(connection, nodes, reports)
@@ -180,49 +163,23 @@ def demo(address: str | None, ship_project: bool) -> None:
     click.echo(dump_cluster_spec(spec), nl=False)
     click.echo()
     click.echo(spec_summary(spec))
-    click.echo()
-    click.echo("== heterogeneous GNN: relation-aggregation-first on partition holders ==")
-    from hetray.cli.hgnn import demo_raf
+    for module, title in DEMO_PARTS:
+        click.echo()
+        click.echo(f"== {title} ==")
+        import_module(module).demo()
 
-    demo_raf()
-    click.echo()
-    click.echo("== planning: principle-guided MCTS vs baselines (hetray plan) ==")
-    from hetray.cli.plan import demo_planning_step
 
-    demo_planning_step(Path(__file__).resolve().parents[2] / "cluster_configs" / "specs"
-                       / "two-cluster-16.yaml")
-    click.echo()
-    click.echo("== temporal GNN: MSPipe on memory-store actors (hetray train tgnn) ==")
-    from hetray.cli.tgnn import demo_mspipe
-
-    demo_mspipe()
-    click.echo()
-    click.echo("== LLM pipeline: Virtual-1F1B on stage actors, slow link (hetray train llm) ==")
-    from hetray.cli.llm import demo_llm
-
-    demo_llm()
+#: The systems ``hetray demo`` runs, in order: CLI module (with a ``demo()``) and title.
+DEMO_PARTS = (
+    ("hetray.cli.heta", "Heta: relation-aggregation-first HGNN on partition holders "
+                        "(hetray train heta)"),
+    ("hetray.cli.planner", "HetAuto planner: principle-guided MCTS vs baselines (hetray plan)"),
+    ("hetray.cli.mspipe", "MSPipe: temporal GNN on memory-store actors (hetray train mspipe)"),
+    ("hetray.cli.pipeline", "HetAuto pipeline: Virtual-1F1B on stage actors, slow link "
+                            "(hetray train pipeline)"),
+)
 
 
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="hetray")
-
-
-def _register_subcommands() -> None:
-    from hetray.cli.hgnn import train
-    from hetray.cli.llm import llm
-    from hetray.cli.plan import plan_command, profile_command
-    from hetray.cli.tgnn import tgnn
-    from hetray.cli.tune import report_command, tune_command
-
-    tgnn.callback = handle_errors(tgnn.callback)
-    train.add_command(tgnn)
-    llm.callback = handle_errors(llm.callback)
-    train.add_command(llm)
-    cli.add_command(train)
-    for command in (plan_command, profile_command, tune_command, report_command):
-        command.callback = handle_errors(command.callback)
-        cli.add_command(command)
-
-
-_register_subcommands()

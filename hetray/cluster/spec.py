@@ -23,6 +23,7 @@ from itertools import combinations
 
 from hetray.accel.detect import CPU_MODEL, measure_cpu_spec
 from hetray.accel.specs import AcceleratorSpec, get_spec
+from hetray.core.units import gbit_per_s_to_bytes_per_s
 
 
 class LinkClass(enum.Enum):
@@ -48,6 +49,16 @@ class LinkSpec:
     def transfer_time_s(self, num_bytes: float) -> float:
         """Seconds to move ``num_bytes`` over this link."""
         return self.latency_s + num_bytes / self.bandwidth_bytes_per_s
+
+    @classmethod
+    def from_gbit_per_s(cls, latency_s: float, gbit_per_s: float) -> LinkSpec:
+        """The link of ``latency_s`` seconds and ``gbit_per_s`` Gbit/s (how users state links).
+
+        Example:
+            >>> LinkSpec.from_gbit_per_s(1e-3, 10.0).bandwidth_bytes_per_s
+            1250000000.0
+        """
+        return cls(latency_s=latency_s, bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(gbit_per_s))
 
 
 def device_spec(model: str) -> AcceleratorSpec:

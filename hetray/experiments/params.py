@@ -18,13 +18,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from hetray.core.config import config_from_mapping
 from hetray.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 Scalar = int | float | str | bool
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,3 +103,15 @@ def resolve_config(config: Mapping[str, Any], specs: Mapping[str, ParamSpec],
                           "a parameter in " + ", ".join(sorted(specs)))
     return {name: spec.check(config.get(name, spec.default), source, name)
             for name, spec in specs.items()}
+
+
+def trial_config(cls: type[T], config: Mapping[str, Any], params: Mapping[str, ParamSpec],
+                 source: str) -> T:
+    """A trial's typed config: ``config`` checked by :func:`resolve_config`, as ``cls``.
+
+    ``cls`` is a dataclass with one field per parameter (the experiment's trial config).
+
+    Raises:
+        ConfigError: an invalid parameter.
+    """
+    return config_from_mapping(cls, resolve_config(config, params, source), source)

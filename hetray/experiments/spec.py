@@ -1,9 +1,12 @@
 """What an experiment declares: its parameters, the metrics every report carries, its plots.
 
-A trial function has the shape ``run_<exp>_trial(config, report)``: ``config`` is a plain
-dict of parameter values (validated against :attr:`ExperimentSpec.params`), and ``report``
-is called once per iteration with a dict holding at least :attr:`ExperimentSpec.metrics`.
-Under Ray Tune ``report`` is ``ray.tune.report``; in a notebook it can be ``print``.
+A trial function has the shape ``run_<exp>_trial(config, report, backend)``: ``config`` is
+a plain dict of parameter values (validated against :attr:`ExperimentSpec.params` into the
+experiment's typed trial config), ``report`` is called once per iteration with a dict holding
+at least :attr:`ExperimentSpec.metrics`, and ``backend`` is the system's run-API backend
+(where its actor groups run: ``None`` for the in-process one). Under Ray Tune ``report`` is
+``ray.tune.report`` and ``backend`` the system's Ray backend (``hetray.actors.tune``); in a
+notebook they can be ``print`` and ``None``.
 """
 
 from __future__ import annotations
@@ -12,12 +15,28 @@ import enum
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from hetray.experiments.params import ParamSpec
 
 logger = logging.getLogger(__name__)
 
 Reporter = Callable[[dict[str, float]], None]
+#: ``run_<exp>_trial(config, report, backend)``.
+TrialFunction = Callable[[Mapping[str, Any], Reporter, Any], None]
+#: Resources a trial needs besides its own bundle, from its (raw) config.
+Bundles = Callable[[Mapping[str, Any]], list[dict[str, float]]]
+CpuCount = Callable[[Mapping[str, Any]], float]
+
+
+def no_bundles(_config: Mapping[str, Any]) -> list[dict[str, float]]:
+    """A trial that starts no actors of its own."""
+    return []
+
+
+def no_cpus(_config: Mapping[str, Any]) -> float:
+    """A trial whose actors reserve no placement group of their own."""
+    return 0.0
 
 
 class PlotSource(str, enum.Enum):
@@ -65,6 +84,11 @@ class ExperimentSpec:
         metrics: keys every report carries.
         plots: PNGs ``hetray report`` draws.
         final_metrics: keys only the last report of a trial adds (e.g. test accuracy).
+        run_trial: the trial function (see the module doc).
+        extra_bundles: bundles the trial adds to its placement group for the actors it
+            starts inside it.
+        own_cpus: CPUs the trial's actors reserve in placement groups of their own (counted
+            when sizing concurrency).
     """
 
     name: str
@@ -72,4 +96,7 @@ class ExperimentSpec:
     params: Mapping[str, ParamSpec]
     metrics: tuple[str, ...]
     plots: tuple[PlotSpec, ...]
+    run_trial: TrialFunction
     final_metrics: tuple[str, ...] = ()
+    extra_bundles: Bundles = no_bundles
+    own_cpus: CpuCount = no_cpus

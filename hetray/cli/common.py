@@ -1,0 +1,123 @@
+"""Pieces every ``hetray`` command shares: Ray flags, error handling, run-config flags.
+
+A ``hetray train SYSTEM`` command is a thin adapter over its system's run API::
+
+    @click.command("heta")
+    @config_options                        # --config FILE, --print-config
+    @click.option("--epochs", type=int, default=3)   # each flag mirrors a RunConfig field
+    @address_option
+    @handle_errors
+    @click.pass_context
+    def heta(ctx, config_file, print_config, epochs, address):
+        config = resolve_run_config(ctx, RunConfig, config_file,
+                                    {"epochs": "train.epochs"})
+        if print_config:
+            return echo_config(config)
+        ...  # connect, run(config, backend), print the report
+
+:func:`resolve_run_config` starts from the file (or the dataclass defaults) and applies only
+the flags the user gave on the command line, so ``--config`` is the source of truth and a
+flag is an override. This module imports neither torch nor Ray.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from hetray.core.config import config_to_yaml, load_config, with_overrides
+from hetray.core.errors import ConfigError, HetrayError
+
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C")
+
+ADDRESS_HELP = (
+    "Ray to use: omit for an embedded local Ray; 'auto' for the cluster started on this "
+    "machine (or $RAY_ADDRESS); 'host:port' for a cluster's GCS; 'ray://host:port' for a "
+    "Ray client session. Token auth: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH."
+)
+
+
+def address_option(func: F) -> F:
+    """The ``--address`` flag every command that talks to Ray takes."""
+    return click.option("--address", default=None, metavar="ADDRESS", help=ADDRESS_HELP)(func)
+
+
+def ship_option(func: F) -> F:
+    """The ``--ship-project`` flag: upload this hetray to a cluster that lacks it."""
+    return click.option(
+        "--ship-project", is_flag=True,
+        help="Upload this hetray package to the cluster with the job (runtime_env py_modules) "
+             "for clusters where it is not installed.",
+    )(func)
+
+
+def handle_errors(func: F) -> F:
+    """Turn hetray errors into one clear line and the right exit code (2 usage, 1 runtime)."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ConfigError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(2)
+        except HetrayError as err:
+            click.echo(f"error: {err}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def config_options(func: F) -> F:
+    """``--config FILE`` (a YAML/JSON run config) and ``--print-config``."""
+    func = click.option(
+        "--print-config", is_flag=True,
+        help="Print the resolved run config (file + flags) as YAML and exit; save it and "
+             "pass it back with --config to repeat the run.")(func)
+    return click.option(
+        "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+        help="Run config (YAML or JSON, sections as in --print-config); flags given on the "
+             "command line override its fields.")(func)
+
+
+def resolve_run_config(ctx: click.Context, cls: type[C], config_file: Path | None,
+                       flags: Mapping[str, str],
+                       converters: Mapping[str, Callable[[Any], Any]] | None = None) -> C:
+    """The run config: ``config_file`` (or ``cls()``), then the flags given explicitly.
+
+    Args:
+        ctx: the command's click context (tells given flags from defaults).
+        cls: the system's ``RunConfig``.
+        config_file: ``--config`` or None.
+        flags: click parameter name -> dotted ``RunConfig`` field.
+        converters: optional parameter name -> function from the flag value to the field value.
+
+    Raises:
+        ConfigError: a bad file or a flag value the config rejects.
+    """
+    config = load_config(cls, config_file) if config_file is not None else cls()
+    converters = converters or {}
+    overrides = {}
+    for param, dotted in flags.items():
+        if ctx.get_parameter_source(param) is click.core.ParameterSource.COMMANDLINE:
+            value = ctx.params[param]
+            overrides[dotted] = converters[param](value) if param in converters else value
+    return with_overrides(config, overrides, "command line")
+
+
+def echo_config(config: object) -> None:
+    """Print ``config`` as YAML (``--print-config``)."""
+    click.echo(config_to_yaml(config), nl=False)
+
+
+def connect(address: str | None, ship_project: bool = False) -> Any:
+    """Connect to Ray (embedded local without ``address``); returns the connection."""
+    from hetray import runtime
+
+    return runtime.connect(address, ship_project=ship_project)
