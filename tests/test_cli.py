@@ -13,7 +13,10 @@ from hetray.cli.main import cli
 from hetray.cluster import load_cluster_spec
 from tests.conftest import REPO
 
-COMMANDS = [[], ["info"], ["cluster-spec"], ["demo"]]
+COMMANDS = [[], ["info"], ["cluster-spec"], ["demo"], ["plan"], ["profile"], ["train"],
+            ["train", "heta"], ["train", "mspipe"], ["train", "pipeline"], ["tune"], ["report"]]
+NO_ADDRESS = {(), ("cluster-spec",), ("profile",), ("train",), ("report",)}
+TRAIN_SYSTEMS = ["heta", "mspipe", "pipeline"]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "hetray")
@@ -21,8 +24,55 @@ def test_every_command_has_help(command):
     result = CliRunner().invoke(cli, [*command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage: " in result.output
-    if command and command != ["cluster-spec"]:
+    if tuple(command) not in NO_ADDRESS:
         assert "--address" in result.output
+
+
+def test_top_level_help_lists_every_command():
+    result = CliRunner().invoke(cli, ["--help"])
+    for name in ("info", "cluster-spec", "demo", "plan", "profile", "train", "tune", "report"):
+        assert f"  {name} " in result.output
+
+
+@pytest.mark.parametrize("system", TRAIN_SYSTEMS)
+def test_every_train_command_takes_a_config_and_prints_it(system, tmp_path):
+    runner = CliRunner()
+    printed = runner.invoke(cli, ["train", system, "--print-config"])
+    assert printed.exit_code == 0, printed.output
+    saved = tmp_path / "run.yaml"
+    saved.write_text(printed.output)
+    again = runner.invoke(cli, ["train", system, "--config", str(saved), "--print-config"])
+    assert again.exit_code == 0, again.output
+    assert again.output == printed.output
+    assert "Examples" in runner.invoke(cli, ["train", system, "--help"]).output
+
+
+def test_a_config_with_an_unknown_key_exits_2_listing_the_valid_ones(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("no_such_field: 1\n")
+    result = CliRunner().invoke(cli, ["train", "heta", "--config", str(bad), "--print-config"])
+    assert result.exit_code == 2
+    assert str(bad) in result.output
+    assert "no_such_field" in result.output
+
+
+@pytest.mark.parametrize(("old", "new"), [("hgnn", "heta"), ("tgnn", "mspipe"),
+                                          ("llm", "pipeline")])
+def test_old_train_names_still_work_and_name_the_new_one(old, new):
+    result = CliRunner().invoke(cli, ["train", old, "--help"])
+    assert result.exit_code == 0, result.output
+    assert f"'{old}' is now '{new}'" in result.output
+    assert f"Usage: cli train {new}" in result.output
+
+
+def test_help_imports_no_heavy_module():
+    """``hetray --help`` answers without importing torch, Ray or DGL (lazy commands)."""
+    code = ("import sys; from hetray.cli.main import cli\n"
+            "try:\n    cli(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'ray', 'dgl') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_usage_errors_exit_2():

@@ -89,3 +89,51 @@ def test_core_packages_import_only_their_declared_layers():
     offenders = {pkg: sorted(_package_imports(pkg) - allowed)
                  for pkg, allowed in PACKAGE_DEPS.items()}
     assert {pkg: bad for pkg, bad in offenders.items() if bad} == {}
+
+
+# --- the CLI is an adapter: nothing outside hetray/cli imports it -------------------------
+# Tests of the CLI drive its one entry point, hetray.cli.main (the console script).
+CLI_ENTRY = "hetray.cli.main"
+ADAPTER_DIRS = ("hetray", "actors", "examples", "benchmarks")
+
+
+def _python_files(*dirs: str) -> list[Path]:
+    return sorted(p for d in dirs for p in (REPO / d).rglob("*.py"))
+
+
+def _imports_cli(module: str) -> bool:
+    return module == "hetray.cli" or module.startswith("hetray.cli.")
+
+
+def test_nothing_outside_the_cli_imports_it():
+    offenders = []
+    for path in _python_files(*ADAPTER_DIRS):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("hetray/cli/"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [f"{rel}:{line} imports {mod}" for line, mod in _imported_modules(tree)
+                      if _imports_cli(mod)]
+    assert offenders == []
+
+
+def test_tests_import_only_the_cli_entry_point():
+    offenders = []
+    for path in _python_files("tests"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [f"{path.relative_to(REPO)}:{line} imports {mod}"
+                      for line, mod in _imported_modules(tree)
+                      if _imports_cli(mod) and mod != CLI_ENTRY]
+    assert offenders == []
+
+
+def test_cli_modules_do_not_import_the_entry_point():
+    """Subcommand modules never import hetray.cli.main (it loads them: that is a cycle)."""
+    offenders = []
+    for path in sorted((REPO / "hetray" / "cli").glob("*.py")):
+        if path.name in {"main.py", "__main__.py"}:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        offenders += [f"{path.name}:{line}" for line, mod in _imported_modules(tree)
+                      if mod == CLI_ENTRY]
+    assert offenders == []
