@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 import ray
 import torch
+from hetray.actors.group import GroupPlacement, create_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 import hetray
 from hetray.accel.detect import LocalDevice, detect_local_devices
 from hetray.cluster.from_ray import NodeResources
+from hetray.core.group import WorkerInit
 
 logger = logging.getLogger(__name__)
 
@@ -72,14 +74,15 @@ def remote_options(node_id: str) -> dict[str, object]:
 
 
 def probe_nodes(nodes: Sequence[NodeResources], timeout_s: float = 120.0) -> list[NodeReport]:
-    """Run one probe per node and return their reports, in the order of ``nodes``."""
-    probe_cls = ray.remote(DeviceProbe)
-    probe_actors = [probe_cls.options(**remote_options(n.node_id)).remote() for n in nodes]
-    try:
-        reports = ray.get([actor.report.remote() for actor in probe_actors], timeout=timeout_s)
-    finally:
-        for actor in probe_actors:
-            ray.kill(actor)
+    """Run one probe per node and return their reports, in the order of ``nodes``.
+
+    Raises:
+        ActorStartupError: a probe did not start.
+        ActorTimeoutError: a probe did not report within ``timeout_s``.
+    """
+    placement = GroupPlacement(options=tuple(remote_options(n.node_id) for n in nodes))
+    with create_group(DeviceProbe, [WorkerInit()] * len(nodes), placement=placement,
+                      timeout_s=timeout_s) as probes:
+        reports = probes.execute(DeviceProbe.report)
     logger.info("probed %d nodes", len(reports))
     return reports
-

@@ -103,11 +103,13 @@ def default_failure(role: str) -> FailureFactory:
 
 
 def first_line(err: BaseException) -> str:
-    """One line for ``err``: its cause's type and message when it wraps one (as Ray's task
-    errors do), else its first non-empty line (Ray's errors carry whole tracebacks)."""
+    """One line for ``err`` (Ray's errors carry whole tracebacks).
+
+    An error that wraps a cause (as Ray's task errors do) gives the cause's type and message;
+    any other its first non-empty line.
+    """
     cause = getattr(err, "cause", None)
     if isinstance(cause, BaseException):
-        err = cause
         lines = [f"{type(cause).__name__}: {line}" for line in str(cause).strip().splitlines()]
         return lines[0] if lines else type(cause).__name__
     lines = [line for line in str(err).strip().splitlines() if line.strip()]
@@ -157,6 +159,12 @@ class ActorGroup(Protocol[W]):
 
     def shutdown(self, patience_s: float = SHUTDOWN_PATIENCE_S) -> None:
         """Let workers run their ``shutdown()`` for ``patience_s``, then stop them."""
+
+    def __enter__(self) -> ActorGroup[W]:
+        """The group itself; leaving the block shuts it down."""
+
+    def __exit__(self, *exc: object) -> None:
+        """:meth:`shutdown`."""
 
 
 class _LocalWorker:
