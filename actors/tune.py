@@ -42,10 +42,9 @@ import pandas as pd
 import ray
 from ray import tune
 
-from hetray.core.errors import ConfigError
 from hetray.experiments.files import HISTORY_FILE, RESULTS_FILE, SWEEP_FILE
 from hetray.experiments.grid import Grid, TrialResources
-from hetray.experiments.spec import ExperimentSpec
+from hetray.experiments.registry import experiment_spec
 
 logger = logging.getLogger(__name__)
 
@@ -65,22 +64,16 @@ class SweepOutcome:
     num_errors: int
 
 
-#: The Ray backend of each system's run API, as ``module:attribute``; imported inside the
-#: trial, so a trial's worker process loads only what its experiment needs (the planner never
-#: loads DGL), which keeps trial start-up short on small machines.
+#: The Ray backend of each system's run API, as ``module:attribute`` (one per experiment of
+#: :data:`~hetray.experiments.registry.EXPERIMENT_NAMES`); imported inside the trial, so a
+#: trial's worker process loads only what its experiment needs (the planner never loads DGL),
+#: which keeps trial start-up short on small machines.
 RAY_BACKENDS: dict[str, str] = {
     "planner": "hetray.actors.planner:RayBackend",
     "pipeline": "hetray.actors.pipeline:RayBackend",
     "heta": "hetray.actors.heta:RayBackend",
     "mspipe": "hetray.actors.mspipe:RayBackend",
 }
-
-
-def experiment_spec(experiment: str) -> ExperimentSpec:
-    """The spec of ``experiment``, importing only that experiment's module."""
-    if experiment not in RAY_BACKENDS:
-        raise ConfigError("experiment", "name", experiment, "one of " + ", ".join(RAY_BACKENDS))
-    return import_module(f"hetray.experiments.{experiment}").SPEC
 
 
 def ray_backend(experiment: str) -> Any:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
-import pandas as pd
 
 from hetray.core.errors import ConfigError
 from hetray.experiments.grid import Grid, load_grid, smoke_grid
-from hetray.experiments.registry import EXPERIMENTS
+from hetray.experiments.registry import EXPERIMENT_NAMES, experiment_spec
 
 logger = logging.getLogger(__name__)
 
@@ -24,16 +24,18 @@ DEFAULT_OUT = Path("results") / "tune"
 def _grid(experiment: str, grid_file: Path | None, smoke: bool) -> Grid:
     if grid_file is None:
         raise click.UsageError("--grid is required unless --resume is given")
+    from hetray.experiments.registry import EXPERIMENTS
+
     grid = load_grid(grid_file, EXPERIMENTS)
     if grid.experiment != experiment:
         raise ConfigError(str(grid_file), "experiment", grid.experiment,
                           f"{experiment!r}, the experiment named on the command line")
-    return smoke_grid(grid, EXPERIMENTS[experiment]) if smoke else grid
+    return smoke_grid(grid, experiment_spec(experiment)) if smoke else grid
 
 
-def _echo_table(experiment: str, table: pd.DataFrame) -> None:
+def _echo_table(experiment: str, table: Any) -> None:
     """Print the swept parameters and the final metrics of every trial."""
-    spec = EXPERIMENTS[experiment]
+    spec = experiment_spec(experiment)
     columns = [c for c in table.columns
                if c.startswith("config/") and table[c].astype(str).nunique() > 1]
     columns += [m for m in (*spec.metrics, *spec.final_metrics) if m in table.columns]
@@ -41,7 +43,7 @@ def _echo_table(experiment: str, table: pd.DataFrame) -> None:
 
 
 @click.command("tune")
-@click.argument("experiment", type=click.Choice(sorted(EXPERIMENTS)))
+@click.argument("experiment", type=click.Choice(EXPERIMENT_NAMES))
 @click.option("--grid", "grid_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Grid YAML (see examples/grids/); required unless --resume.")
 @click.option("--num-samples", type=click.IntRange(min=1), default=1, show_default=True,
