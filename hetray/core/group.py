@@ -189,7 +189,7 @@ class _LocalWorker:
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, daemon=True,
+            threading.Thread(target=_run_until_stopped, args=(self._loop,), daemon=True,
                              name="hetray-local-loop").start()
         return self._loop
 
@@ -330,6 +330,14 @@ class LocalActorGroup(Generic[W]):
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
+    """A worker's event-loop thread: serve until stopped, then close the loop."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
 
 
 def _init_function(inits: Sequence[WorkerInit] | Callable[[int, int], WorkerInit]
