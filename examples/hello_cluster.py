@@ -15,7 +15,7 @@ from hetray.actors.probe import probe_nodes
 
 from hetray import runtime
 from hetray.accel.resources import accel_counts, actor_options
-from hetray.cli.render import devices_table, nodes_table
+from hetray.cluster.render import devices_table, nodes_table
 
 
 @ray.remote

@@ -52,7 +52,7 @@ def _connect_and_probe(address: str | None, ship_project: bool) -> tuple[Any, li
 
 
 def _print_cluster(connection: Any, nodes: list[Any], reports: list[Any]) -> None:
-    from hetray.cli.render import devices_table, nodes_table
+    from hetray.cluster.render import devices_table, nodes_table
 
     click.echo(f"Ray {connection.ray_version} ({connection.mode.value}, {connection.address}), "
                f"namespace {connection.namespace!r}, {len(nodes)} node(s)")
@@ -117,9 +117,9 @@ def cluster_spec(
     """
     if from_ray == (spec_file is not None):
         raise click.UsageError("give either SPEC_FILE or --from-ray")
-    from hetray.cli.render import spec_summary
     from hetray.cluster.from_ray import spec_from_ray_nodes
     from hetray.cluster.loader import dump_cluster_spec, load_cluster_spec
+    from hetray.cluster.render import spec_summary
 
     if spec_file is not None:
         spec = load_cluster_spec(spec_file)
@@ -150,9 +150,9 @@ def demo(address: str | None, ship_project: bool) -> None:
     """
     from importlib import import_module
 
-    from hetray.cli.render import spec_summary
     from hetray.cluster.from_ray import LinkDefaults, spec_from_ray_nodes
     from hetray.cluster.loader import dump_cluster_spec
+    from hetray.cluster.render import spec_summary
 
     connection, nodes, reports = _connect_and_probe(address, ship_project)
     click.echo("== cluster ==")

@@ -1,4 +1,4 @@
-"""Plain-text tables for the CLI (no Ray here: callers pass reports in)."""
+"""Plain-text tables of nodes, devices and cluster specs (the CLI and examples print them)."""
 
 from __future__ import annotations
 
