@@ -9,15 +9,18 @@ Setup: one GPT (4 layers, width ``--hidden`` 64, 64 tokens, 4 sequences per micr
 ``m = 16``; a few ms per chunk, so the 20 ms link matters) and one plan, ``p = 2`` stages,
 one per "cluster" (``site-a``, ``site-b``, one CPU stage actor each, one torch thread
 each), joined by the cross-cluster link of
-:func:`hetray.cli.llm.local_spec` (20 ms + 1 Gbit/s by default), emulated on the sender's
-side off the compute thread. GPipe, 1F1B, interleaved (``v = 2``) and Virtual-1F1B
+:func:`hetray.planner.handoff.local_spec` (20 ms + 1 Gbit/s by default), emulated on the
+sender's side off the compute thread. Each schedule's run config comes from the plan
+through :func:`hetray.planner.handoff.pipeline_config`, and its stage actors from the
+pipeline run API (:func:`hetray.pipeline.run.start` on ``hetray.actors.pipeline.RayBackend``).
+GPipe, 1F1B, interleaved (``v = 2``) and Virtual-1F1B
 (interleaved ``v = 2`` plus ``virtual_extra_warmup`` extra warm-up forwards, sized from the
 measured chunk compute time and the link's round trip) run on the same stage-actor code,
-transport and placement; only the instruction streams differ. Each schedule's group runs
+transport and placement; only the instruction streams differ. Each schedule's actors run
 every step twice, with the link emulated ("on") and without it ("off", same actors), and
 the steps of all schedules are taken round-robin, so drifts in machine load hit every
 schedule alike. Warm-up steps are dropped; the step time is the median of the measured
-steps (driver wall time of ``PipelineStageGroup.step``).
+steps (wall time of ``PipelineDriver.step``).
 
 Definitions (all per training step)::
 
@@ -48,17 +51,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hetray.actors.stage_group import PipelineStageGroup, StageGroupConfig
+from hetray.actors.pipeline import RayBackend
 
 from hetray import runtime
-from hetray.cli.llm import local_spec, model_spec, step_records, synthetic_batch
 from hetray.cluster.spec import LinkClass, LinkSpec
-from hetray.core.units import gbit_per_s_to_bytes_per_s
+from hetray.core.config import with_overrides
 from hetray.models.gpt import GPTConfig
-from hetray.pipeline.local import StepReport
+from hetray.pipeline.data import synthetic_batch
+from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.report import StepReport
+from hetray.pipeline.run import ResourceConfig, RunConfig, TrainConfig, start
 from hetray.pipeline.schedules import OpKind, Schedule, build_streams, virtual_extra_warmup
 from hetray.pipeline.simulator import PipelineTimings, Transfer, simulate_streams
-from hetray.planner.layout import layout_from_plan
+from hetray.pipeline.training import OptimizerConfig
+from hetray.planner.handoff import FAST_LINK, local_spec, pipeline_config, step_records
 from hetray.planner.measurements import Measurement, save_measurements
 from hetray.planner.plan import DeviceGroup, Plan, StagePlan
 
@@ -148,34 +154,37 @@ def _compute_means(reports: list[StepReport], p: int, v: int) -> tuple[tuple[flo
     return out[0], out[1]
 
 
-def start_group(schedule: Schedule, link: LinkSpec, extra: int,
-                args: argparse.Namespace) -> PipelineStageGroup:
-    """A stage group for ``schedule`` on the two-site plan, the slow link emulated."""
-    layout = layout_from_plan(bench_plan(schedule, args), local_spec(link))
-    return PipelineStageGroup.create(StageGroupConfig(
-        model=args.model, layout=layout, schedule=schedule, device_models=("CPU", "CPU"),
-        extra_warmup=extra if schedule is Schedule.VIRTUAL_1F1B else 0,
-        links={LinkClass.CROSS_CLUSTER: link}, num_cpus=0.25, device_units=0.25,
-        keep_state=False))
+def run_config(schedule: Schedule, link: LinkSpec, extra: int,
+               args: argparse.Namespace) -> RunConfig:
+    """The two-site plan's run config for ``schedule``, the slow link emulated.
+
+    SGD (lr 0.1), no snapshots, a quarter CPU and device unit per stage actor.
+    """
+    base = RunConfig(model=args.model,
+                     train=TrainConfig(seed=0, optimizer=OptimizerConfig(), keep_state=False),
+                     resources=ResourceConfig(cpus_per_replica=0.25, device_units=0.25))
+    config = pipeline_config(bench_plan(schedule, args), local_spec(link), base)
+    extra = extra if schedule is Schedule.VIRTUAL_1F1B else 0
+    return with_overrides(config, {"pipeline.extra_warmup": extra}, "benchmark")
 
 
-def timed_step(group: PipelineStageGroup, link: LinkSpec | None,
+def timed_step(driver: PipelineDriver, link: LinkSpec | None,
                step: int) -> tuple[StepReport, float]:
     """One step with ``link`` emulated (None: off); the report and its emulated link seconds."""
-    group.set_links({LinkClass.CROSS_CLUSTER: link} if link is not None else {})
-    before = group.link_delay_s()
-    config = group.config
-    tokens, targets = synthetic_batch(config.model, config.layout.global_batch, step, seed=0)
-    report = group.step(tokens, targets)
-    return report, group.link_delay_s() - before
+    driver.set_links({LinkClass.CROSS_CLUSTER: link} if link is not None else {})
+    before = driver.link_delay_s()
+    tokens, targets = synthetic_batch(driver.spec.model, driver.layout.global_batch, step,
+                                      seed=0)
+    report = driver.step(tokens, targets)
+    return report, driver.link_delay_s() - before
 
 
-def sized_extra_warmup(group: PipelineStageGroup, link: LinkSpec,
+def sized_extra_warmup(driver: PipelineDriver, link: LinkSpec,
                        args: argparse.Namespace) -> int:
-    """Virtual-1F1B extra warm-up from the interleaved group's measured chunk time."""
+    """Virtual-1F1B extra warm-up from the interleaved run's measured chunk time."""
     if args.extra_warmup >= 0:
         return int(args.extra_warmup)
-    reports = [timed_step(group, link, step)[0] for step in range(max(2, args.warmup_steps))]
+    reports = [timed_step(driver, link, step)[0] for step in range(max(2, args.warmup_steps))]
     forward_s, backward_s = _compute_means(reports[-1:], 2, 2)  # the first step runs cold
     chunk_s = max(f + b for f, b in zip(forward_s, backward_s, strict=True)) / 2
     num_bytes = args.microbatch_size * args.model.seq_len * args.model.hidden * 4
@@ -191,19 +200,14 @@ def to_stats(schedule: Schedule, link_on: bool, samples: list[tuple[StepReport, 
     overhead = statistics.median(
         r.step_s - max(ops[-1].end_s for ops in r.op_timings.values()) for r in reports)
     step_s = tuple(r.step_s for r in reports)
-    spec = local_spec(LinkSpec(latency_s=args.latency_ms / 1e3, bandwidth_bytes_per_s=
-                               gbit_per_s_to_bytes_per_s(args.gbit)) if link_on else _fast_link())
-    records = step_records(plan, spec, model_spec("bench-gpt", args.model), list(step_s))
+    spec = local_spec(LinkSpec.from_gbit_per_s(args.latency_ms / 1e3, args.gbit) if link_on
+                      else FAST_LINK)
+    records = step_records(plan, spec, RunConfig(model=args.model), list(step_s))
     return RunStats(schedule=schedule, link_on=link_on,
                     extra_warmup=extra if schedule is Schedule.VIRTUAL_1F1B else 0,
                     step_s=step_s, forward_s=forward_s, backward_s=backward_s,
                     overhead_s=overhead, link_time_s=statistics.mean(d for _, d in samples),
                     records=tuple(records))
-
-
-def _fast_link() -> LinkSpec:
-    """How the link-off runs are described in their records: shared memory, ~100 Gbit/s."""
-    return LinkSpec(latency_s=1e-5, bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(100.0))
 
 
 def predict_s(run: RunStats, link: LinkSpec, eps_s: float, args: argparse.Namespace) -> float:
@@ -231,26 +235,26 @@ def mape_pct(runs: list[RunStats], link: LinkSpec, eps_s: float,
 def run_all(link: LinkSpec, args: argparse.Namespace) -> dict[bool, dict[Schedule, RunStats]]:
     """Every schedule, link on and off, steps interleaved round-robin so load drifts hit all.
 
-    Virtual-1F1B's extra warm-up is sized once, from the interleaved group's warm-up steps.
+    Virtual-1F1B's extra warm-up is sized once, from the interleaved run's warm-up steps.
     """
-    groups: dict[Schedule, PipelineStageGroup] = {}
+    drivers: dict[Schedule, PipelineDriver] = {}
     samples: dict[tuple[bool, Schedule], list[tuple[StepReport, float]]] = {
         (on, s): [] for on in (True, False) for s in SCHEDULES}
     extra = 0
     try:
         for schedule in SCHEDULES:
-            groups[schedule] = start_group(schedule, link, extra, args)
+            drivers[schedule] = start(run_config(schedule, link, extra, args), RayBackend())
             if schedule is Schedule.INTERLEAVED:
-                extra = sized_extra_warmup(groups[schedule], link, args)
+                extra = sized_extra_warmup(drivers[schedule], link, args)
         for step in range(args.warmup_steps + args.steps):
-            for schedule, group in groups.items():
+            for schedule, driver in drivers.items():
                 for link_on in (True, False):
-                    sample = timed_step(group, link if link_on else None, step)
+                    sample = timed_step(driver, link if link_on else None, step)
                     if step >= args.warmup_steps:
                         samples[(link_on, schedule)].append(sample)
     finally:
-        for group in groups.values():
-            group.shutdown()
+        for driver in drivers.values():
+            driver.shutdown()
     return {on: {s: to_stats(s, on, samples[(on, s)], extra, args) for s in SCHEDULES}
             for on in (True, False)}
 
@@ -315,8 +319,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     start = time.perf_counter()
     runtime.connect(args.address)
-    link = LinkSpec(latency_s=args.latency_ms / 1e3,
-                    bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(args.gbit))
+    link = LinkSpec.from_gbit_per_s(args.latency_ms / 1e3, args.gbit)
     runs = run_all(link, args)
     result = summarize_runs(runs, link, args)
     result["config"] = {

@@ -1,7 +1,10 @@
 """Planner benchmark: MCTS vs exhaustive / Metis-greedy / uniform / random; RF vs analytical.
 
 Writes ``benchmarks/results/planner.json``. Run ``python benchmarks/planner.py`` (under 10
-minutes on 2 cores). Keys (throughput ratios are MCTS predicted tokens/s over the baseline's):
+minutes on 2 cores; ``--quick``: one model per case). Every search runs through the planner's
+run API (:func:`hetray.planner.run.open_driver`: one in-process search worker, the
+analytical cost model), one :meth:`~hetray.planner.run.PlanDriver.search` per method.
+Keys (throughput ratios are MCTS predicted tokens/s over the baseline's):
 
 * ``small``: two-cluster-16, three GPT sizes; ``mcts_gap_pct`` (worst over models) is the MCTS
   plan's step-time gap to the exhaustive optimum, ``eval_fraction`` MCTS evaluations over
@@ -22,24 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hetray.cluster.loader import load_cluster_spec
-from hetray.planner.baselines import (
-    exhaustive_search,
-    greedy_search,
-    random_search,
-    uniform_plan_search,
-)
-from hetray.planner.mcts import SearchConfig, mcts_search
-from hetray.planner.model_spec import PRESETS
 from hetray.planner.profile import ProfileConfig, run_profile
-from hetray.planner.rf_model import ResidualForest, mape
-from hetray.planner.scoring import SearchResult, analytical_evaluator
-from hetray.planner.space import SearchSpace, SpaceConfig
+from hetray.planner.rf_model import fit_with_holdout
+from hetray.planner.run import PlanDriver, RunConfig, open_driver
+from hetray.planner.scoring import SearchResult
+from hetray.planner.worker import SearchMethod
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "cluster_configs" / "specs"
-SMALL_SPACE = SpaceConfig(max_stages=6, chunk_options=(1, 2))
-LARGE_SPACE = SpaceConfig(max_stages=8)
+SMALL_STAGES, LARGE_STAGES = 6, 8
 
 
 def _summary(result: SearchResult) -> dict[str, Any]:
@@ -49,13 +43,12 @@ def _summary(result: SearchResult) -> dict[str, Any]:
             "evaluations": result.num_evaluations, "search_s": round(result.search_s, 2)}
 
 
-def _baselines(space_args: tuple[Any, ...], evaluator: Any, mcts: SearchResult) -> dict[str, Any]:
-    cluster, model, batch, config = space_args
+def _baselines(driver: PlanDriver, mcts: SearchResult) -> dict[str, Any]:
     results = {
-        "greedy": greedy_search(SearchSpace(cluster, model, batch, config), evaluator),
-        "uniform": uniform_plan_search(cluster, model, batch, evaluator),
-        "random": random_search(SearchSpace(cluster, model, batch, config), evaluator,
-                                mcts.num_evaluations, budget_s=mcts.search_s + 1),
+        "greedy": driver.search(SearchMethod.GREEDY),
+        "uniform": driver.search(SearchMethod.UNIFORM),
+        "random": driver.search(SearchMethod.RANDOM, budget_evals=mcts.num_evaluations,
+                                budget_s=mcts.search_s + 1),
     }
     out = {}
     for name, result in results.items():
@@ -66,24 +59,27 @@ def _baselines(space_args: tuple[Any, ...], evaluator: Any, mcts: SearchResult) 
     return out
 
 
+def _config(spec: str, model: str, batch: int, max_stages: int) -> RunConfig:
+    """One in-process search worker (seed 0) on ``spec``; budgets are set per search."""
+    return RunConfig(cluster=str(SPECS / f"{spec}.yaml"), model=model, global_batch=batch,
+                     max_stages=max_stages, budget_s=600.0)
+
+
 def small_case(models: list[str], batch: int) -> dict[str, Any]:
     """Two-cluster-16: MCTS at 5 % of exhaustive's evaluations vs the exhaustive optimum."""
-    cluster = load_cluster_spec(SPECS / "two-cluster-16.yaml")
     per_model = {}
     for name in models:
-        model = PRESETS[name]
-        evaluator = analytical_evaluator(cluster, model)
-        exhaustive = exhaustive_search(SearchSpace(cluster, model, batch, SMALL_SPACE), evaluator)
-        budget = max(1, exhaustive.num_evaluations // 20)
-        mcts = mcts_search(SearchSpace(cluster, model, batch, SMALL_SPACE), evaluator,
-                           SearchConfig(budget_evals=budget, budget_s=600))
-        assert mcts.best is not None
-        assert exhaustive.best is not None
-        per_model[name] = {
-            "mcts": _summary(mcts), "exhaustive": _summary(exhaustive),
-            "mcts_gap_pct": 100 * (mcts.best.step_time_s / exhaustive.best.step_time_s - 1),
-            "eval_fraction": mcts.num_evaluations / exhaustive.num_evaluations,
-            **_baselines((cluster, model, batch, SMALL_SPACE), evaluator, mcts)}
+        with open_driver(_config("two-cluster-16", name, batch, SMALL_STAGES)) as driver:
+            exhaustive = driver.search(SearchMethod.EXHAUSTIVE)
+            budget = max(1, exhaustive.num_evaluations // 20)
+            mcts = driver.search(SearchMethod.MCTS, budget_evals=budget, budget_s=600)
+            assert mcts.best is not None
+            assert exhaustive.best is not None
+            per_model[name] = {
+                "mcts": _summary(mcts), "exhaustive": _summary(exhaustive),
+                "mcts_gap_pct": 100 * (mcts.best.step_time_s / exhaustive.best.step_time_s - 1),
+                "eval_fraction": mcts.num_evaluations / exhaustive.num_evaluations,
+                **_baselines(driver, mcts)}
         logging.info("small %s: %s", name, per_model[name])
     return {"mcts_gap_pct": max(m["mcts_gap_pct"] for m in per_model.values()),
             "eval_fraction": max(m["eval_fraction"] for m in per_model.values()),
@@ -92,16 +88,12 @@ def small_case(models: list[str], batch: int) -> dict[str, Any]:
 
 def large_case(models: list[str], batch: int, budget_s: float) -> dict[str, Any]:
     """Four-cluster-736: anytime MCTS vs greedy / uniform / random."""
-    cluster = load_cluster_spec(SPECS / "four-cluster-736.yaml")
     per_model = {}
     for name in models:
-        model = PRESETS[name]
-        evaluator = analytical_evaluator(cluster, model)
-        mcts = mcts_search(SearchSpace(cluster, model, batch, LARGE_SPACE), evaluator,
-                           SearchConfig(budget_evals=10**7, budget_s=budget_s))
-        assert mcts.best is not None
-        per_model[name] = {"mcts": _summary(mcts),
-                           **_baselines((cluster, model, batch, LARGE_SPACE), evaluator, mcts)}
+        with open_driver(_config("four-cluster-736", name, batch, LARGE_STAGES)) as driver:
+            mcts = driver.search(SearchMethod.MCTS, budget_evals=10**7, budget_s=budget_s)
+            assert mcts.best is not None
+            per_model[name] = {"mcts": _summary(mcts), **_baselines(driver, mcts)}
         logging.info("large %s: %s", name, per_model[name])
     return {"search_s": max(m["mcts"]["search_s"] for m in per_model.values()),
             "ratio_vs_uniform": min(m["uniform"]["mcts_ratio"] for m in per_model.values()),
@@ -112,13 +104,10 @@ def large_case(models: list[str], batch: int, budget_s: float) -> dict[str, Any]
 def costmodel_case(repeats: int) -> dict[str, Any]:
     """Held-out MAPE on real layer timings (every 4th grid point held out)."""
     records = run_profile(ProfileConfig(repeats=repeats))
-    test = records[1::4]
-    train = [r for i, r in enumerate(records) if i % 4 != 1]
-    forest = ResidualForest.fit(train)
-    truth = [r.measured_s for r in test]
-    return {"mape_analytical": mape([r.analytical_s for r in test], truth),
-            "mape_rf": mape(forest.predict_s(test), truth),
-            "num_train": len(train), "num_holdout": len(test), "device": records[0].device_model}
+    _, fit = fit_with_holdout(records)
+    return {"mape_analytical": fit.mape_analytical, "mape_rf": fit.mape_rf,
+            "num_train": fit.num_train, "num_holdout": fit.num_holdout,
+            "device": records[0].device_model}
 
 
 def main() -> None:

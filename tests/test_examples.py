@@ -13,21 +13,21 @@ from tests.conftest import REPO
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
 # Per example: tiny-size arguments and the lines its stdout must contain.
 TINY_ARGS = {"train_hgnn_raf.py": ["--edges", "20000", "--epochs", "1"],
-             "plan_hetero_llm.py": ["--model", "gpt-1.3b", "--global-batch", "32",
-                                    "--budget-s", "3", "--max-stages", "2",
-                                    "--profile-repeats", "1"],
-             "train_tgnn_mspipe.py": ["--events", "2000", "--epochs", "1", "--memory-dim", "16"],
-             "train_llm_pipeline.py": ["--steps", "2", "--microbatches", "4",
-                                       "--microbatch-size", "2"],
+             "planner_hetero_llm.py": ["--model", "gpt-1.3b", "--global-batch", "32",
+                                       "--budget-s", "3", "--max-stages", "2",
+                                       "--profile-repeats", "1"],
+             "mspipe_tgn.py": ["--events", "2000", "--epochs", "1", "--memory-dim", "16"],
+             "pipeline_gpt.py": ["--steps", "2", "--microbatches", "4",
+                                 "--microbatch-size", "2"],
              "tune_scaling.py": ["--smoke", "--one-trial", "--out",
                                  os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                               "hetray-tune-scaling-example")]}
 EXPECTED = {
     "hello_cluster.py": ["HELLO_CLUSTER_OK nodes=1 models=CPU", "placed: accel:CPU -> node"],
     "train_hgnn_raf.py": ["HGNN_RAF_OK test_acc="],
-    "plan_hetero_llm.py": ["PLAN_OK stages="],
-    "train_tgnn_mspipe.py": ["TGNN_MSPIPE_OK ap="],
-    "train_llm_pipeline.py": ["LLM_PIPELINE_OK loss=", "tokens_per_s="],
+    "planner_hetero_llm.py": ["PLAN_OK stages="],
+    "mspipe_tgn.py": ["MSPIPE_TGN_OK ap="],
+    "pipeline_gpt.py": ["PIPELINE_GPT_OK loss=", "tokens_per_s="],
     "tune_scaling.py": ["TUNE_SCALING_OK experiments=4 trials=4"],
 }
 

@@ -76,6 +76,17 @@ def test_planner_trainable_reports_its_metrics(planner_sweep):
     assert (history["predicted_tokens_per_s"] > 0).all()
 
 
+def test_planner_trainable_runs_root_parallel_workers_on_ray(planner_sweep, sweep_factory):
+    outcome = sweep_factory("planner", workers=2)
+    _assert_reports_metrics(outcome, "planner")
+    one = pd.read_parquet(planner_sweep.sweep_dir / "history.parquet")
+    two = pd.read_parquet(outcome.sweep_dir / "history.parquet")
+    # two trees (seeds s, s + 1) on two search-worker actors: both trees' plans are counted
+    assert (two["budget_evals_used"].to_numpy() > one["budget_evals_used"].to_numpy()).all()
+    assert (two["predicted_tokens_per_s"].to_numpy()
+            >= one["predicted_tokens_per_s"].to_numpy()).all()
+
+
 def test_pipeline_trainable_measures_the_emulated_link(sweep_factory):
     outcome = sweep_factory("pipeline", schedule="1f1b", link_latency_ms=20.0)
     _assert_reports_metrics(outcome, "pipeline")

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 from hetray.cluster.spec import LinkSpec
 from hetray.core.errors import ConfigError
-from hetray.core.units import gbit_per_s_to_bytes_per_s
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +152,7 @@ class LinkEmulator:
 
 def ten_gbit_link() -> LinkSpec:
     """The regime Heta targets: 10 Gbit/s, 50 us per message."""
-    return LinkSpec(latency_s=50e-6, bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(10.0))
+    return LinkSpec.from_gbit_per_s(50e-6, 10.0)
 
 
 def ring_allreduce_bytes(num_bytes: int, world_size: int) -> int:

@@ -2,8 +2,9 @@
 
 Symbols: ``B`` events per batch, ``k`` staleness bound (versions a memory read may lag).
 
-One trial trains a memory-based temporal GNN (TGN by default) on a synthetic event stream,
-one epoch per iteration, and reports after each:
+One trial trains a memory-based temporal GNN (TGN by default) on a synthetic event stream
+through MSPipe's run API (:class:`hetray.mspipe.run.MSPipeDriver`, one ``step()`` per
+epoch) and reports after each epoch:
 
 ==================  ==============================================================
 metric              meaning
@@ -16,44 +17,48 @@ metric              meaning
 ``mean_staleness``  mean staleness of the pass's memory reads (versions)
 ==================  ==============================================================
 
-Each epoch is one call of the runner with ``epochs = 1`` on the same model, so the model
-keeps training across iterations; the Adam state restarts each epoch (the memory is reset
-at every epoch start anyway, as in TGN's protocol). ``staleness = -1`` means MSPipe picks
-``k`` online (``auto``, bounded by 4). The stage actors are Ray actors, so the caller
-passes a :class:`MspipeRunner` (``hetray.actors.tune`` passes ``run_tgnn``).
+The model and its Adam state carry across epochs; memory is reset at every epoch start
+(TGN's protocol), and the test events stream after the epoch's validation pass.
+``staleness = -1`` means MSPipe picks ``k`` online (``auto``, at most
+``PipelineConfig.max_staleness`` = 10). In mspipe mode the sampler, the fetcher and the
+``num_shards`` memory-store shards are workers of the backend the caller passes
+(``hetray.actors.tune`` passes ``hetray.actors.mspipe.RayBackend``; their CPUs are the
+trial's extra bundle, :func:`extra_bundles`); the sequential mode runs in the trial process
+and uses no backend.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-import torch
-
-from hetray.experiments.params import ParamSpec, resolve_config
+from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
-from hetray.temporal.data import EventStream, TemporalSplit, chronological_split
-from hetray.mspipe.fit import FitReport, TrainConfig
-from hetray.temporal.models import MemoryTGNN, ModelConfig, ModelKind
+from hetray.mspipe.fit import TrainConfig
+from hetray.mspipe.run import (
+    Backend,
+    DataConfig,
+    ModelChoice,
+    MSPipeDriver,
+    RunConfig,
+    StoreConfig,
+)
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
-from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
+from hetray.temporal.models import ModelKind
+from hetray.temporal.synthetic import SyntheticConfig
 
 logger = logging.getLogger(__name__)
 
-
-class MspipeRunner(Protocol):
-    """Trains ``model`` for ``train_cfg.epochs`` epochs and evaluates it (``run_tgnn``)."""
-
-    def __call__(self, events: EventStream, split: TemporalSplit, *, model: MemoryTGNN,
-                 train_cfg: TrainConfig, pipe_cfg: PipelineConfig) -> FitReport:
-        """Train ``train_cfg.epochs`` epochs, validate and test; return the report."""
-
+#: Workers an mspipe-mode trial starts besides its shards: the sampler and the fetcher.
+PREFETCH_WORKERS = 2
 
 PARAMS = {
     "mode": ParamSpec(kind=str, default="mspipe", choices=("mspipe", "sequential"),
                       doc="overlapped stages with bounded staleness, or one after another"),
     "staleness": ParamSpec(kind=int, default=-1, choices=(-1, 0, 1, 2, 3, 4),
-                           doc="staleness bound k; -1 = auto (MSPipe picks k <= 4)"),
+                           doc="staleness bound k; -1 = auto (MSPipe picks k <= 10)"),
     "batch_size": ParamSpec(kind=int, default=200, minimum=1, doc="events per batch B"),
     "model": ParamSpec(kind=str, default="tgn", choices=tuple(k.value for k in ModelKind),
                        doc="memory-based temporal GNN"),
@@ -71,6 +76,71 @@ PARAMS = {
     "seed": ParamSpec(kind=int, default=0, minimum=0, doc="stream and model seed"),
 }
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MspipeTrial:
+    """One trial's parameters (see :data:`PARAMS` for their meaning and ranges)."""
+
+    mode: PipelineMode
+    staleness: int
+    batch_size: int
+    model: ModelKind
+    num_events: int
+    num_nodes: int
+    memory_dim: int
+    epochs: int
+    lr: float
+    num_shards: int
+    actor_cpus: float
+    seed: int
+
+    def run_config(self) -> RunConfig:
+        """The run config of the trial (``staleness`` -1 is the automatic k)."""
+        pipeline = PipelineConfig(mode=self.mode).with_staleness(
+            None if self.staleness < 0 else self.staleness)
+        return RunConfig(
+            data=DataConfig(synthetic=SyntheticConfig(num_events=self.num_events,
+                                                      num_nodes=self.num_nodes, seed=self.seed)),
+            model=ModelChoice(kind=self.model, memory_dim=self.memory_dim), pipeline=pipeline,
+            train=TrainConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
+                              seed=self.seed),
+            store=StoreConfig(num_shards=self.num_shards, actor_cpus=self.actor_cpus))
+
+
+def _trial(config: Mapping[str, Any]) -> MspipeTrial:
+    return trial_config(MspipeTrial, config, PARAMS, "mspipe trial")
+
+
+def run_mspipe_trial(config: Mapping[str, Any], report: Reporter,
+                     backend: Backend | None) -> None:
+    """Train one configuration, one driver step (epoch) per iteration; report after each.
+
+    Args:
+        config: values of :data:`PARAMS` (missing keys take their defaults).
+        report: called once per epoch with :attr:`SPEC.metrics`.
+        backend: where the mspipe mode's workers run (None: in the trial process).
+
+    Raises:
+        ConfigError: an invalid parameter.
+    """
+    trial = _trial(config)
+    with MSPipeDriver(trial.run_config(), backend) as driver:
+        while not driver.done:
+            record = driver.step()
+            test = driver.test()
+            report({"epoch": float(record.epoch - 1), "events_per_s": record.events_per_s,
+                    "loss": record.loss, "val_ap": record.val_ap, "test_ap": test.ap,
+                    "mean_staleness": record.mean_staleness})
+
+
+def extra_bundles(config: Mapping[str, Any]) -> list[dict[str, float]]:
+    """The bundle an mspipe-mode trial adds for its workers: ``(2 + P) * actor_cpus`` CPUs."""
+    trial = _trial(config)
+    if trial.mode != PipelineMode.MSPIPE or trial.actor_cpus == 0:
+        return []
+    return [{"CPU": (PREFETCH_WORKERS + trial.num_shards) * trial.actor_cpus}]
+
+
 SPEC = ExperimentSpec(
     name="mspipe",
     doc="MSPipe vs sequential temporal GNN training: events/s and AP vs staleness",
@@ -85,52 +155,6 @@ SPEC = ExperimentSpec(
                  x="batch_size", y="events_per_s", group_by="mode", logx=True,
                  source=PlotSource.HISTORY),
     ),
+    run_trial=run_mspipe_trial,
+    extra_bundles=extra_bundles,
 )
-
-
-def pipeline_config(cfg: dict[str, Any]) -> PipelineConfig:
-    """The :class:`PipelineConfig` of a resolved trial config."""
-    staleness = int(cfg["staleness"])
-    if str(cfg["mode"]) == "sequential":
-        return PipelineConfig(mode=PipelineMode.SEQUENTIAL, auto_staleness=False, staleness=0)
-    default = PipelineConfig()
-    return PipelineConfig(mode=PipelineMode.MSPIPE, auto_staleness=staleness < 0,
-                          staleness=max(staleness, 0),
-                          max_staleness=max(default.max_staleness, staleness))
-
-
-def _epoch_metrics(epoch: int, fit: FitReport) -> dict[str, float]:
-    done = fit.train_passes[-1]
-    reads = sum(done.staleness.values())
-    mean_staleness = sum(k * n for k, n in done.staleness.items()) / reads if reads else 0.0
-    return {"epoch": float(epoch), "events_per_s": done.events_per_s, "loss": done.mean_loss,
-            "val_ap": fit.val.ap if fit.val else 0.0, "test_ap": fit.test.ap if fit.test else 0.0,
-            "mean_staleness": mean_staleness}
-
-
-def run_mspipe_trial(config: dict[str, Any], report: Reporter, *, runner: MspipeRunner) -> None:
-    """Train one configuration, one epoch per iteration; report after each epoch.
-
-    Args:
-        config: values of :data:`PARAMS` (missing keys take their defaults).
-        report: called once per epoch with :attr:`SPEC.metrics`.
-        runner: trains with the stage actors (see :class:`MspipeRunner`).
-
-    Raises:
-        ConfigError: an invalid parameter.
-    """
-    cfg = resolve_config(config, PARAMS, "mspipe trial")
-    seed = int(cfg["seed"])
-    events = synthetic_events(SyntheticConfig(num_events=int(cfg["num_events"]),
-                                              num_nodes=int(cfg["num_nodes"]), seed=seed))
-    split = chronological_split(events)
-    dim = int(cfg["memory_dim"])
-    torch.manual_seed(seed)
-    model = MemoryTGNN(ModelConfig(kind=ModelKind(str(cfg["model"])), memory_dim=dim,
-                                   time_dim=dim, edge_feat_dim=events.edge_feat_dim))
-    pipe_cfg = pipeline_config(cfg)
-    for epoch in range(int(cfg["epochs"])):
-        train_cfg = TrainConfig(epochs=1, batch_size=int(cfg["batch_size"]),
-                                lr=float(cfg["lr"]), seed=seed + epoch)
-        fit = runner(events, split, model=model, train_cfg=train_cfg, pipe_cfg=pipe_cfg)
-        report(_epoch_metrics(epoch, fit))

@@ -3,8 +3,11 @@
 Symbols: ``p`` ranks (stages), ``m`` micro-batches, ``v`` chunks per rank, ``G`` sequences
 per step, ``S`` sequence length, ``alpha`` link latency, ``beta`` link bandwidth.
 
-One trial trains a small GPT with :class:`~hetray.pipeline.local.LocalPipeline` (one thread
-per stage, the same stage workers and transport as the Ray stage actors). Every rank sits
+One trial trains a small GPT through the pipeline's run API on its in-process backend
+(:class:`hetray.pipeline.run.LocalBackend`: the stage replicas are threads of the trial
+process, running the same stage workers and transport protocol as the Ray stage actors;
+the trial's Tune bundle is all it reserves, so the Ray backend Tune passes in is not used).
+Every rank sits
 in its own cluster, so every stage boundary is a cross-cluster hop whose messages wait
 ``alpha + bytes / beta`` (the emulated link). A second pipeline with the same layout, seed
 and batches but instant links runs beside it, step for step in alternating order, so the
@@ -32,17 +35,27 @@ measured on a first, unreported step of the free pipeline.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from hetray.cluster.spec import LinkClass, LinkSpec
-from hetray.core.units import gbit_per_s_to_bytes_per_s
-from hetray.experiments.params import ParamSpec, resolve_config
+from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
 from hetray.models.gpt import GPTConfig
-from hetray.pipeline.layout import PipelineLayout, make_layout
-from hetray.pipeline.local import LocalPipeline, StepReport
+from hetray.pipeline.data import token_sequences
+from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.report import StepReport
+from hetray.pipeline.run import (
+    INTERLEAVED,
+    EmulatedLink,
+    PipelineConfig,
+    ResourceConfig,
+    RunConfig,
+    StageConfig,
+    TrainConfig,
+    start,
+)
 from hetray.pipeline.schedules import (
     COMPUTE_KINDS,
     OpKind,
@@ -50,11 +63,13 @@ from hetray.pipeline.schedules import (
     matching_recv,
     virtual_extra_warmup,
 )
+from hetray.pipeline.training import OptimizerConfig
 
 logger = logging.getLogger(__name__)
 
 SEND_KINDS = (OpKind.SEND_ACT, OpKind.SEND_GRAD)
-CROSS = LinkClass.CROSS_CLUSTER.value
+VOCAB = 128
+HEADS = 4
 
 PARAMS = {
     "schedule": ParamSpec(kind=str, default="1f1b", choices=tuple(s.value for s in Schedule),
@@ -75,12 +90,125 @@ PARAMS = {
     "seed": ParamSpec(kind=int, default=0, minimum=0, doc="weights and data seed"),
 }
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineTrial:
+    """One trial's parameters (see :data:`PARAMS` for their meaning and ranges)."""
+
+    schedule: Schedule
+    num_microbatches: int
+    num_stages: int
+    num_chunks: int
+    link_latency_ms: float
+    link_gbps: float
+    rows_per_microbatch: int
+    num_layers: int
+    hidden: int
+    seq_len: int
+    steps: int
+    seed: int
+
+
+def run_config(trial: PipelineTrial, *, linked: bool, extra_warmup: int = 0) -> RunConfig:
+    """The run config of one of the trial's two pipelines (``linked``: the link emulated).
+
+    Every rank is in a cluster of its own; layers are split evenly; SGD (lr 0.1) on every
+    replica; no snapshots (nothing recovers inside a trial).
+    """
+    p = trial.num_stages
+    link = EmulatedLink(link_class=LinkClass.CROSS_CLUSTER,
+                        latency_s=trial.link_latency_ms * 1e-3, gbit_per_s=trial.link_gbps)
+    pipeline = PipelineConfig(
+        schedule=trial.schedule, num_microbatches=trial.num_microbatches,
+        num_chunks=trial.num_chunks if trial.schedule in INTERLEAVED else 1,
+        extra_warmup=extra_warmup, links=(link,) if linked else (),
+        stages=tuple(StageConfig(layers=trial.num_layers // p + (r < trial.num_layers % p),
+                                 shares=(trial.rows_per_microbatch,), cluster=f"cluster{r}")
+                     for r in range(p)))
+    model = GPTConfig(num_layers=trial.num_layers, hidden=trial.hidden, heads=HEADS,
+                      seq_len=trial.seq_len, vocab=VOCAB, ffn=4 * trial.hidden)
+    return RunConfig(model=model, pipeline=pipeline,
+                     train=TrainConfig(steps=trial.steps, seed=trial.seed,
+                                       optimizer=OptimizerConfig(), keep_state=False),
+                     resources=ResourceConfig())
+
+
+def _hop_count_and_messages(driver: PipelineDriver) -> tuple[int, int]:
+    """Directed rank-to-rank hops used and messages sent per step (all are cross-cluster)."""
+    p = driver.layout.num_ranks
+    sends = [(rank, op) for rank, stream in enumerate(driver.streams) for op in stream
+             if op.kind in SEND_KINDS]
+    hops = {(rank, matching_recv(op, rank, p)[0]) for rank, op in sends}
+    return max(1, len(hops)), len(sends)
+
+
+def _extra_warmup(trial: PipelineTrial, warm: StepReport, link: LinkSpec,
+                  msg_bytes: float) -> int:
+    if trial.schedule is not Schedule.VIRTUAL_1F1B:
+        return 0
+    compute = [t.end_s - t.start_s for ts in warm.op_timings.values() for t in ts
+               if t.op.kind in COMPUTE_KINDS]
+    chunk_s = 2 * sum(compute) / max(1, len(compute))  # one F plus one B of one chunk
+    round_trip_s = 2 * (link.latency_s + msg_bytes / link.bandwidth_bytes_per_s)
+    return virtual_extra_warmup(round_trip_s, chunk_s)
+
+
+def _metrics(linked: StepReport, free: StepReport, link: LinkSpec,
+             hops_and_msgs: tuple[int, int]) -> dict[str, float]:
+    hops, messages = hops_and_msgs
+    cross_bytes = float(linked.bytes_by_link.get(LinkClass.CROSS_CLUSTER, 0))
+    link_s = (messages * link.latency_s + cross_bytes / link.bandwidth_bytes_per_s) / hops
+    exposed = max(0.0, linked.step_s - free.step_s)
+    hidden = min(1.0, max(0.0, 1.0 - exposed / link_s)) if link_s > 0 else 1.0
+    busy = sum(linked.busy_fraction) / len(linked.busy_fraction)
+    return {"tokens_per_s": linked.tokens_per_s, "tokens_per_s_free": free.tokens_per_s,
+            "step_s": linked.step_s, "bubble": 1.0 - busy, "exposed_link_s": exposed,
+            "link_s": link_s, "hidden_link_fraction": hidden,
+            "mb_cross_cluster": cross_bytes / 1e6, "loss": linked.loss}
+
+
+def run_pipeline_trial(config: Mapping[str, Any], report: Reporter, backend: Any) -> None:
+    """Train the linked and the free pipeline side by side; report after every step.
+
+    Args:
+        config: values of :data:`PARAMS` (missing keys take their defaults).
+        report: called once per step with :attr:`SPEC.metrics`.
+        backend: the pipeline backend Tune offers; unused: both pipelines run in-process
+            (:class:`~hetray.pipeline.run.LocalBackend`), as the module docstring says.
+
+    Raises:
+        ConfigError: an invalid parameter or a layout the schedule cannot run (e.g.
+            interleaving with ``m`` not a multiple of ``p``).
+    """
+    del backend  # the stages are threads of the trial process (see the module docstring)
+    trial = trial_config(PipelineTrial, config, PARAMS, "pipeline trial")
+    free_config = run_config(trial, linked=False)
+    link = run_config(trial, linked=True).pipeline.links[0].spec()
+    rows = free_config.global_batch
+    batches = [token_sequences(vocab=VOCAB, seq_len=trial.seq_len, rows=rows,
+                               seed=trial.seed * 1000 + i, max_stride=7)
+               for i in range(trial.steps + 1)]
+    with start(free_config) as free:
+        warm = free.step(*batches[0])
+        hops_and_msgs = _hop_count_and_messages(free)
+        msg_bytes = trial.rows_per_microbatch * trial.seq_len * trial.hidden * 4  # float32
+        extra = _extra_warmup(trial, warm, link, msg_bytes)
+        with start(run_config(trial, linked=True, extra_warmup=extra)) as linked:
+            linked.step(*batches[0])
+            for i, batch in enumerate(batches[1:]):
+                first, second = (free, linked) if i % 2 else (linked, free)
+                reports = {id(first): first.step(*batch), id(second): second.step(*batch)}
+                report(_metrics(reports[id(linked)], reports[id(free)], link, hops_and_msgs))
+    logger.debug("pipeline trial %s done (extra warm-up %d)", trial, extra)
+
+
 SPEC = ExperimentSpec(
     name="pipeline",
     doc="pipeline schedules over an emulated cross-cluster link: tokens/s, bubble, hiding",
     params=PARAMS,
     metrics=("tokens_per_s", "tokens_per_s_free", "step_s", "bubble", "exposed_link_s",
              "link_s", "hidden_link_fraction", "mb_cross_cluster", "loss"),
+    run_trial=run_pipeline_trial,
     plots=(
         PlotSpec(filename="pipeline_step_vs_latency.png",
                  title="pipeline: step time vs cross-cluster latency (median over steps)",
@@ -95,94 +223,3 @@ SPEC = ExperimentSpec(
                  y="tokens_per_s", group_by="schedule", source=PlotSource.HISTORY),
     ),
 )
-VOCAB = 128
-HEADS = 4
-
-
-def _layout(cfg: dict[str, Any]) -> PipelineLayout:
-    p = int(cfg["num_stages"])
-    interleaved = cfg["schedule"] in (Schedule.INTERLEAVED.value, Schedule.VIRTUAL_1F1B.value)
-    v = int(cfg["num_chunks"]) if interleaved else 1
-    layers = int(cfg["num_layers"])
-    stage_layers = [layers // p + (1 if r < layers % p else 0) for r in range(p)]
-    return make_layout(stage_layers=stage_layers, shares=[(int(cfg["rows_per_microbatch"]),)] * p,
-                       num_microbatches=int(cfg["num_microbatches"]), num_chunks=v,
-                       clusters=[f"cluster{r}" for r in range(p)])
-
-
-def _batch(layout: PipelineLayout, seq_len: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Arithmetic token sequences (learnable next-token task): int64 ``(G, S)`` each."""
-    gen = torch.Generator().manual_seed(seed)
-    start = torch.randint(0, VOCAB, (layout.global_batch, 1), generator=gen)
-    stride = torch.randint(1, 8, (layout.global_batch, 1), generator=gen)
-    tokens = (start + stride * torch.arange(seq_len + 1)) % VOCAB
-    return tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-
-
-def _hop_count_and_messages(pipe: LocalPipeline) -> tuple[int, int]:
-    """Directed rank-to-rank hops used and messages sent per step (all are cross-cluster)."""
-    p = pipe.layout.num_ranks
-    sends = [(rank, op) for rank, stream in enumerate(pipe.streams) for op in stream
-             if op.kind in SEND_KINDS]
-    hops = {(rank, matching_recv(op, rank, p)[0]) for rank, op in sends}
-    return max(1, len(hops)), len(sends)
-
-
-def _extra_warmup(cfg: dict[str, Any], warm: StepReport, link: LinkSpec, msg_bytes: float) -> int:
-    if cfg["schedule"] != Schedule.VIRTUAL_1F1B.value:
-        return 0
-    compute = [t.end_s - t.start_s for ts in warm.op_timings.values() for t in ts
-               if t.op.kind in COMPUTE_KINDS]
-    chunk_s = 2 * sum(compute) / max(1, len(compute))  # one F plus one B of one chunk
-    round_trip_s = 2 * (link.latency_s + msg_bytes / link.bandwidth_bytes_per_s)
-    return virtual_extra_warmup(round_trip_s, chunk_s)
-
-
-def _metrics(linked: StepReport, free: StepReport, link: LinkSpec,
-             hops_and_msgs: tuple[int, int]) -> dict[str, float]:
-    hops, messages = hops_and_msgs
-    cross_bytes = float(linked.bytes_by_link.get(CROSS, 0))
-    link_s = (messages * link.latency_s + cross_bytes / link.bandwidth_bytes_per_s) / hops
-    exposed = max(0.0, linked.step_s - free.step_s)
-    hidden = min(1.0, max(0.0, 1.0 - exposed / link_s)) if link_s > 0 else 1.0
-    busy = sum(linked.busy_fraction) / len(linked.busy_fraction)
-    return {"tokens_per_s": linked.tokens_per_s, "tokens_per_s_free": free.tokens_per_s,
-            "step_s": linked.step_s, "bubble": 1.0 - busy, "exposed_link_s": exposed,
-            "link_s": link_s, "hidden_link_fraction": hidden,
-            "mb_cross_cluster": cross_bytes / 1e6, "loss": linked.loss}
-
-
-def run_pipeline_trial(config: dict[str, Any], report: Reporter) -> None:
-    """Train the linked and the free pipeline side by side; report after every step.
-
-    Args:
-        config: values of :data:`PARAMS` (missing keys take their defaults).
-        report: called once per step with :attr:`SPEC.metrics`.
-
-    Raises:
-        ConfigError: an invalid parameter or a layout the schedule cannot run (e.g.
-            interleaving with ``m`` not a multiple of ``p``).
-    """
-    cfg = resolve_config(config, PARAMS, "pipeline trial")
-    layout, seed = _layout(cfg), int(cfg["seed"])
-    hidden = int(cfg["hidden"])
-    model = GPTConfig(num_layers=int(cfg["num_layers"]), hidden=hidden, heads=HEADS,
-                      seq_len=int(cfg["seq_len"]), vocab=VOCAB, ffn=4 * hidden)
-    link = LinkSpec(latency_s=float(cfg["link_latency_ms"]) * 1e-3,
-                    bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(float(cfg["link_gbps"])))
-    schedule = Schedule(str(cfg["schedule"]))
-    batches = [_batch(layout, int(cfg["seq_len"]), seed * 1000 + i)
-               for i in range(int(cfg["steps"]) + 1)]
-    with LocalPipeline(model, layout, schedule=schedule, seed=seed) as free:
-        warm = free.step(*batches[0])
-        hops_and_msgs = _hop_count_and_messages(free)
-        msg_bytes = layout.microbatch_rows * model.seq_len * hidden * 4  # float32 activations
-        extra = _extra_warmup(cfg, warm, link, msg_bytes)
-        with LocalPipeline(model, layout, schedule=schedule, seed=seed, extra_warmup=extra,
-                           links={LinkClass.CROSS_CLUSTER: link}) as linked:
-            linked.step(*batches[0])
-            for i, batch in enumerate(batches[1:]):
-                first, second = (free, linked) if i % 2 else (linked, free)
-                reports = {id(first): first.step(*batch), id(second): second.step(*batch)}
-                report(_metrics(reports[id(linked)], reports[id(free)], link, hops_and_msgs))
-    logger.debug("pipeline trial %s done (extra warm-up %d)", cfg, extra)

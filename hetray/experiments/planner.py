@@ -16,9 +16,17 @@ metric                     meaning
 ``gap_to_baseline_pct``    ``100 (MCTS / baseline - 1)``: > 0 means MCTS found a faster plan
 =========================  ==============================================================
 
+The trial plans through the planner's run API (:func:`hetray.planner.run.open_driver`).
+With ``workers = 0`` (the default) one tree is searched in the trial process, so the trial's
+Tune bundle is all it reserves. With ``workers = N`` it runs ``N`` root-parallel search
+workers on the backend it is given: under Tune that is ``hetray.actors.planner.RayBackend``,
+whose search workers and cost-model server run in one extra bundle of the trial
+(:func:`planner_bundles`), and ``budget_evals_used`` sums the ``N`` trees.
+
 Example:
     >>> rows = []
-    >>> run_planner_trial({"budget_evals": 8, "num_rounds": 2, "global_batch": 32}, rows.append)
+    >>> run_planner_trial({"budget_evals": 8, "num_rounds": 2, "global_batch": 32},
+    ...                   rows.append, None)
     >>> [r["budget_evals_used"] <= 8 for r in rows]
     [True, True]
 """
@@ -26,22 +34,20 @@ Example:
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from hetray.cluster.loader import load_cluster_spec
-from hetray.cluster.spec import ClusterSpec
 from hetray.core.errors import ConfigError
-from hetray.experiments.params import ParamSpec, resolve_config
+from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
-from hetray.planner import PRESETS, SearchConfig, SearchSpace, SpaceConfig, mcts_search
-from hetray.planner.baselines import exhaustive_search, greedy_search, uniform_plan_search
-from hetray.planner.scoring import Evaluator, SearchResult, analytical_evaluator
+from hetray.planner.model_spec import PRESETS
+from hetray.planner.run import Backend, LocalBackend, RunConfig, open_driver
+from hetray.planner.worker import SearchMethod
 
 logger = logging.getLogger(__name__)
 
-SPECS_DIR = Path(__file__).resolve().parents[2] / "cluster_configs" / "specs"
-BASELINES = ("greedy", "uniform", "exhaustive")
+BASELINES = (SearchMethod.GREEDY, SearchMethod.UNIFORM, SearchMethod.EXHAUSTIVE)
 
 PARAMS = {
     "cluster": ParamSpec(kind=str, default="two-cluster-16",
@@ -54,10 +60,69 @@ PARAMS = {
                             doc="budgets tried, evenly spaced up to budget_evals"),
     "global_batch": ParamSpec(kind=int, default=128, minimum=1, doc="sequences per step"),
     "max_stages": ParamSpec(kind=int, default=6, minimum=1, doc="pipeline stages at most"),
-    "baseline": ParamSpec(kind=str, default="greedy", choices=BASELINES,
+    "baseline": ParamSpec(kind=str, default="greedy", choices=tuple(b.value for b in BASELINES),
                           doc="what the gap is measured against"),
     "seed": ParamSpec(kind=int, default=0, minimum=0, doc="MCTS seed"),
+    "workers": ParamSpec(kind=int, default=0, minimum=0, maximum=16,
+                         doc="root-parallel search workers on Ray (0: one tree in the trial)"),
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannerTrial:
+    """One trial's parameters (see :data:`PARAMS` for their meaning and ranges)."""
+
+    cluster: str
+    model: str
+    budget_evals: int
+    num_rounds: int
+    global_batch: int
+    max_stages: int
+    baseline: SearchMethod
+    seed: int
+    workers: int
+
+
+def planner_bundles(config: Mapping[str, Any]) -> list[dict[str, float]]:
+    """The trial's extra bundle: its search workers and the cost-model server (none for 0)."""
+    workers = int(config.get("workers", PARAMS["workers"].default))
+    if workers == 0:
+        return []
+    resources = RunConfig().resources
+    return [{"CPU": workers * resources.search_worker_cpus + resources.cost_model_cpus}]
+
+
+def run_planner_trial(config: Mapping[str, Any], report: Reporter,
+                      backend: Backend | None) -> None:
+    """Plan one model on one cluster at growing MCTS budgets; report after each budget.
+
+    Args:
+        config: values of :data:`PARAMS` (missing keys take their defaults).
+        report: called once per round with :attr:`SPEC.metrics`.
+        backend: where ``workers > 0`` search workers run (None: threads of the trial).
+
+    Raises:
+        ConfigError: an invalid parameter, or no plan fits the cluster.
+    """
+    trial = trial_config(PlannerTrial, config, PARAMS, "planner trial")
+    run_config = RunConfig(cluster=trial.cluster, model=trial.model,
+                           global_batch=trial.global_batch, budget_evals=trial.budget_evals,
+                           budget_s=600.0, max_stages=trial.max_stages, seed=trial.seed,
+                           workers=trial.workers, baselines=(trial.baseline,))
+    with open_driver(run_config, backend if trial.workers else LocalBackend()) as driver:
+        baseline = driver.search(trial.baseline).best
+        if baseline is None:
+            raise ConfigError("planner trial", "model", trial.model,
+                              f"a model whose plans fit cluster {driver.problem.cluster.name!r}")
+        for i in range(1, trial.num_rounds + 1):
+            budget = max(1, trial.budget_evals * i // trial.num_rounds)
+            result = driver.search(SearchMethod.MCTS, budget_evals=budget)
+            rate = result.best.tokens_per_s if result.best else 0.0
+            report({"budget_evals_used": float(result.num_evaluations),
+                    "predicted_tokens_per_s": rate, "search_s": result.search_s,
+                    "baseline_tokens_per_s": baseline.tokens_per_s,
+                    "gap_to_baseline_pct": 100.0 * (rate / baseline.tokens_per_s - 1.0)})
+
 
 SPEC = ExperimentSpec(
     name="planner",
@@ -73,58 +138,7 @@ SPEC = ExperimentSpec(
                  title="planner: search seconds vs budget", x="budget_evals_used",
                  y="search_s", group_by="model", source=PlotSource.HISTORY, logx=True),
     ),
+    run_trial=run_planner_trial,
+    extra_bundles=planner_bundles,
 )
 
-
-def resolve_cluster(name_or_path: str) -> ClusterSpec:
-    """Load a cluster spec by name (``cluster_configs/specs/<name>.yaml``) or path."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = SPECS_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
-        raise ConfigError("planner trial", "cluster", name_or_path,
-                          f"a spec name in {names} or the path of a spec YAML")
-    return load_cluster_spec(path)
-
-
-def _baseline(kind: str, space: SearchSpace, evaluator: Evaluator) -> SearchResult:
-    if kind == "uniform":
-        return uniform_plan_search(space.cluster, space.model, space.global_batch, evaluator)
-    if kind == "exhaustive":
-        return exhaustive_search(space, evaluator)
-    return greedy_search(space, evaluator)
-
-
-def run_planner_trial(config: dict[str, Any], report: Reporter) -> None:
-    """Plan one model on one cluster at growing MCTS budgets; report after each budget.
-
-    Args:
-        config: values of :data:`PARAMS` (missing keys take their defaults).
-        report: called once per round with :attr:`SPEC.metrics`.
-
-    Raises:
-        ConfigError: an invalid parameter, or no plan fits the cluster.
-    """
-    cfg = resolve_config(config, PARAMS, "planner trial")
-    cluster, model = resolve_cluster(str(cfg["cluster"])), PRESETS[str(cfg["model"])]
-    evaluator = analytical_evaluator(cluster, model)
-    space_cfg = SpaceConfig(max_stages=int(cfg["max_stages"]), chunk_options=(1, 2))
-
-    def space() -> SearchSpace:
-        return SearchSpace(cluster, model, int(cfg["global_batch"]), space_cfg)
-
-    baseline = _baseline(str(cfg["baseline"]), space(), evaluator).best
-    if baseline is None:
-        raise ConfigError("planner trial", "model", cfg["model"],
-                          f"a model whose plans fit cluster {cluster.name!r}")
-    rounds = int(cfg["num_rounds"])
-    for i in range(1, rounds + 1):
-        budget = max(1, int(cfg["budget_evals"]) * i // rounds)
-        result = mcts_search(space(), evaluator, SearchConfig(
-            budget_evals=budget, budget_s=600.0, seed=int(cfg["seed"])))
-        rate = result.best.tokens_per_s if result.best else 0.0
-        report({"budget_evals_used": float(result.num_evaluations),
-                "predicted_tokens_per_s": rate, "search_s": result.search_s,
-                "baseline_tokens_per_s": baseline.tokens_per_s,
-                "gap_to_baseline_pct": 100.0 * (rate / baseline.tokens_per_s - 1.0)})

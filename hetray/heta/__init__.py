@@ -1,17 +1,43 @@
-"""Heterogeneous GNN training: meta-partitioning, RAF models, vanilla baseline, cache.
+"""Heta: relation-aggregation-first (RAF) heterogeneous GNN training on partition holders.
 
-Modules: ``meta_partition`` (Heta Algorithm 2), ``sampling`` (counter-based per-relation
-sampling along the metatree), ``models`` (R-GCN / R-GAT as partial aggregation + combine),
-``raf`` (one partition's RAF state), ``vanilla`` (DistDGL-style baseline), ``holder``
-(either, per step, given a collective), ``cache`` (heterogeneity-aware cache) and
-``dgl_reference`` (stock DGL R-GCN yardstick).
+Paper: Zhong, Su, Wu and Wang, "Heta: Distributed Training of Heterogeneous Graph Neural
+Networks", PVLDB 18(9), 2025 (https://arxiv.org/abs/2408.09697).
+
+Where everything is (one hop from here):
+
+=================================  ==========================================================
+run API                            :mod:`hetray.heta.run` (``RunConfig``, ``run``,
+                                   ``RunReport``, ``LocalBackend``); driver
+                                   :mod:`hetray.heta.driver`; worker :mod:`hetray.heta.worker`
+actor shell                        ``actors/heta.py`` (``hetray.actors.heta.RayBackend``)
+CLI command                        ``hetray train heta`` (``hetray/cli/heta.py``; old name
+                                   ``hgnn``)
+Tune experiment                    ``hetray tune heta`` (``hetray/experiments/heta.py``,
+                                   ``examples/grids/heta.yaml``)
+example                            ``examples/heta_raf.py``
+benchmark                          ``benchmarks/heta.py`` -> ``benchmarks/results/heta.json``
+docs page                          ``docs/heta.md``
+=================================  ==========================================================
+
+Algorithm modules: ``meta_partition`` (Heta Algorithm 2), ``sampling`` (counter-based
+per-relation sampling along the metatree), ``models`` (R-GCN / R-GAT as partial aggregation
++ combine), ``raf`` (one partition's RAF state), ``vanilla`` (DistDGL-style baseline),
+``holder`` (either, per step, given a collective), ``collective`` (the one-rank and
+in-process collectives), ``cache`` (heterogeneity-aware cache) and ``dgl_reference`` (stock
+DGL R-GCN yardstick).
 """
 
-from hetray.heta.holder import HolderConfig, HolderCore, LocalCollective, Mode
+from hetray.heta.collective import CollectiveHub, LocalCollective
+from hetray.heta.driver import EpochReport, HetaDriver
+from hetray.heta.holder import HolderConfig, HolderCore, Mode
 from hetray.heta.meta_partition import MetaPartitionPlan, SchemaStats, meta_partition
 from hetray.heta.models import ConvKind, MetatreeHGNN, ModelConfig
 from hetray.heta.raf import RafWorker, StepStats, TrainConfig
+from hetray.heta.run import LocalBackend, RunConfig, RunReport, run
+from hetray.heta.worker import HolderWorker
 
-__all__ = ["ConvKind", "HolderConfig", "HolderCore", "LocalCollective", "MetaPartitionPlan",
-           "MetatreeHGNN", "Mode", "ModelConfig", "RafWorker", "SchemaStats", "StepStats",
-           "TrainConfig", "meta_partition"]
+__all__ = ["CollectiveHub", "ConvKind", "EpochReport", "HetaDriver", "HolderConfig",
+           "HolderCore", "HolderWorker", "LocalBackend", "LocalCollective",
+           "MetaPartitionPlan", "MetatreeHGNN", "Mode", "ModelConfig", "RafWorker",
+           "RunConfig", "RunReport", "SchemaStats", "StepStats", "TrainConfig",
+           "meta_partition", "run"]

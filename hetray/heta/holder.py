@@ -1,7 +1,8 @@
 """What one partition holder does per step, in either mode, given a collective (no Ray).
 
-``actors/partition.py`` wraps :class:`HolderCore` in a Ray actor and supplies
-``ray.util.collective``; tests and the single-process path supply :class:`LocalCollective`.
+:class:`hetray.heta.worker.HolderWorker` wraps :class:`HolderCore` as a group worker (its
+Ray shell in ``actors/heta.py`` supplies ``ray.util.collective``); the single-process path
+and tests supply a :class:`~hetray.heta.collective.LocalCollective`.
 
 =========  ==============================================================================
 mode       per step on holder ``k``
@@ -30,9 +31,17 @@ from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import CachePolicy, RowCache, plan_cache, type_profiles
+from hetray.heta.collective import Collective
 from hetray.heta.meta_partition import meta_partition
-from hetray.heta.raf import RafWorker, StepStats, TrainConfig, epoch_batches, schema_stats
-from hetray.heta.vanilla import Collective, VanillaWorker, node_partition
+from hetray.heta.raf import (
+    RafWorker,
+    StepStats,
+    TrainConfig,
+    epoch_batches,
+    parameter_copies,
+    schema_stats,
+)
+from hetray.heta.vanilla import VanillaWorker, node_partition
 
 logger = logging.getLogger(__name__)
 
@@ -80,20 +89,6 @@ class HolderConfig:
         if self.cache_bytes and self.mode is not Mode.VANILLA:
             raise ConfigError("HolderConfig", "cache_bytes", self.cache_bytes,
                               "0 unless mode is vanilla (RAF reads only local rows)")
-
-
-class LocalCollective:
-    """A one-rank collective (identity), for single-process runs."""
-
-    world_size = 1
-
-    def allreduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Returns ``tensor``."""
-        return tensor
-
-    def allgather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        """Returns ``[tensor]``."""
-        return [tensor]
 
 
 def shared_owners(hg: HeteroGraph, config: HolderConfig) -> dict[str, torch.Tensor] | None:
@@ -186,7 +181,7 @@ class HolderCore:
 
     def parameters(self) -> dict[str, torch.Tensor]:
         """Detached copies of all parameters by name."""
-        return {k: v.detach().clone() for k, v in self.worker.model.named_parameters()}
+        return parameter_copies(self.worker.model)
 
     def close(self) -> None:
         """Stop the link emulator thread."""

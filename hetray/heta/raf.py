@@ -18,7 +18,7 @@ single-process trainer.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.nn import functional as F  # noqa: N812
@@ -37,7 +37,7 @@ EVAL_STEP_OFFSET = 1_000_000_000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainConfig:
-    """Training hyper-parameters.
+    """Training hyper-parameters (the defaults are ``hetray train heta``'s).
 
     Attributes:
         model: model config (its seed also seeds sampling and batching).
@@ -46,10 +46,10 @@ class TrainConfig:
         epochs: passes over the training ids.
     """
 
-    model: ModelConfig
-    batch_size: int = 256
+    model: ModelConfig = field(default_factory=ModelConfig)
+    batch_size: int = 1024
     lr: float = 0.01
-    epochs: int = 5
+    epochs: int = 3
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -73,6 +73,17 @@ class StepStats:
     num_correct: int
     num_seeds: int
     bytes_sent: int = 0
+
+    @classmethod
+    def of_logits(cls, loss: float, logits: torch.Tensor, labels: torch.Tensor) -> StepStats:
+        """The stats of a head's output: ``logits (B, C)`` against int64 ``labels (B,)``."""
+        return cls(loss=loss, num_correct=int((logits.argmax(1) == labels).sum()),
+                   num_seeds=len(labels))
+
+
+def parameter_copies(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Detached copies of all parameters of ``model``, keyed by name."""
+    return {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
 def schema_stats(hg: HeteroGraph, hidden_dim: int) -> SchemaStats:
@@ -167,8 +178,7 @@ class RafWorker:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        correct = int((logits.argmax(1) == self.labels[seeds]).sum())
-        return StepStats(loss=float(loss), num_correct=correct, num_seeds=len(seeds))
+        return StepStats.of_logits(float(loss), logits, self.labels[seeds])
 
     def finish_eval(self, z_total: torch.Tensor) -> StepStats:
         """Like :meth:`finish` without training."""
@@ -176,8 +186,7 @@ class RafWorker:
         with torch.no_grad():
             logits = self.model.logits(seeds, z_total, self.features)
             loss = F.cross_entropy(logits, self.labels[seeds])
-        correct = int((logits.argmax(1) == self.labels[seeds]).sum())
-        return StepStats(loss=float(loss), num_correct=correct, num_seeds=len(seeds))
+        return StepStats.of_logits(float(loss), logits, self.labels[seeds])
 
     def _take_pending(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self._pending is None:
@@ -187,4 +196,4 @@ class RafWorker:
 
     def parameters_by_name(self) -> dict[str, torch.Tensor]:
         """Detached copies of all parameters, keyed by name."""
-        return {k: v.detach().clone() for k, v in self.model.named_parameters()}
+        return parameter_copies(self.model)

@@ -22,7 +22,6 @@ from the local replica either way, so the cache changes traffic, never the numer
 from __future__ import annotations
 
 import logging
-from typing import Protocol
 
 import dgl
 import torch
@@ -32,24 +31,13 @@ from torch.nn import functional as F  # noqa: N812
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import PROFILE_STEP_OFFSET, RowCache
+from hetray.heta.collective import Collective
 from hetray.heta.meta_partition import meta_partition
 from hetray.heta.models import MetatreeHGNN
 from hetray.heta.raf import StepStats, TrainConfig, input_specs, root_view, schema_stats
 from hetray.heta.sampling import sample_tree
 
 logger = logging.getLogger(__name__)
-
-
-class Collective(Protocol):
-    """The two collectives a worker needs (ray.util.collective in actors)."""
-
-    world_size: int
-
-    def allreduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Element-wise sum over ranks (returns the result)."""
-
-    def allgather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        """Same-shape tensors of every rank, in rank order."""
 
 
 def node_partition(hg: HeteroGraph, num_parts: int, *, method: str, seed: int,
@@ -163,9 +151,8 @@ class VanillaWorker:
         loss.backward()
         self._sync_gradients(coll)
         self.optimizer.step()
-        correct = int((logits.argmax(1) == self.labels[mine]).sum())
-        return StepStats(loss=float(coll.allreduce(loss.detach().reshape(1))),
-                         num_correct=correct, num_seeds=len(mine))
+        return StepStats.of_logits(float(coll.allreduce(loss.detach().reshape(1))), logits,
+                                   self.labels[mine])
 
     def _sync_gradients(self, coll: Collective) -> None:
         embedding_ids = {id(m.weight) for m in self.model.modules()
@@ -206,7 +193,6 @@ class VanillaWorker:
             trees = self._trees(mine, step)
             logits = self.model.logits(mine, self.model.partial(trees, self.features),
                                        self.features)
-        correct = int((logits.argmax(1) == self.labels[mine]).sum())
-        return StepStats(loss=float(F.cross_entropy(logits, self.labels[mine])),
-                         num_correct=correct, num_seeds=len(mine))
+        return StepStats.of_logits(float(F.cross_entropy(logits, self.labels[mine])), logits,
+                                   self.labels[mine])
 

@@ -1,8 +1,9 @@
-"""The training driver: passes over batches with bounded staleness, epochs, evaluation.
+"""One pass over batches with bounded staleness: stages 1-5 for sequential and MSPipe runs.
 
 Glossary: ``i`` batch index in a pass, ``k`` staleness bound, ``base`` the store version at
 the start of a pass. See :mod:`hetray.mspipe.staleness` for the version rule and the choice
-of ``k``; :func:`run_pass` is the same code for sequential (k = 0) and MSPipe runs.
+of ``k``; :func:`run_pass` is the same code for sequential (k = 0) and MSPipe runs (epochs
+are :mod:`hetray.mspipe.fit`'s, whole runs :mod:`hetray.mspipe.run`'s).
 """
 
 from __future__ import annotations
@@ -15,9 +16,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hetray.temporal.batches import SampledBatch, fetch_features, sample_batch
-from hetray.temporal.data import EventStream
-from hetray.temporal.memory import MemoryRows, MemoryUpdate, apply_own_writes, mitigate_stale
 from hetray.mspipe.staleness import (
     BatchSource,
     MemoryBackend,
@@ -25,34 +23,17 @@ from hetray.mspipe.staleness import (
     PassReport,
     Pending,
     PipelineConfig,
+    Recovery,
     StageClock,
     choose_staleness,
     group_size,
 )
-from hetray.temporal.sampler import TemporalCSR
+from hetray.temporal.batches import SampledBatch
+from hetray.temporal.memory import MemoryRows, MemoryUpdate, apply_own_writes, mitigate_stale
 from hetray.temporal.train import StepResult
 
 logger = logging.getLogger(__name__)
 StepFn = Callable[[SampledBatch, MemoryRows, np.ndarray], StepResult]
-
-
-class InlineSource:
-    """Stages 1 and 2 run in the caller when a batch is asked for (sequential mode)."""
-
-    def __init__(self, events: EventStream, csr: TemporalCSR, eid_batches: list[np.ndarray],
-                 *, num_neighbors: int, neg_stream: tuple[int, ...], seed: int) -> None:
-        self.events, self.csr, self.eid_batches = events, csr, eid_batches
-        self.num_neighbors, self.neg_stream, self.seed = num_neighbors, neg_stream, seed
-
-    def request(self, index: int) -> None:
-        """Nothing runs ahead."""
-
-    def get(self, index: int) -> SampledBatch:
-        """Sample batch ``index`` and fetch its features now."""
-        batch = sample_batch(self.events, self.csr, self.eid_batches[index], index=index,
-                             num_neighbors=self.num_neighbors,
-                             neg_stream=(*self.neg_stream, index), seed=self.seed)
-        return fetch_features(batch, self.events.edge_feat)
 
 
 @dataclass(slots=True)
@@ -205,7 +186,7 @@ def run_pass(step: StepFn, source: BatchSource, store: MemoryBackend, num_batche
     return _report(state, time.perf_counter() - start, recoveries)
 
 
-def _report(state: _PassState, wall_s: float, recoveries: list[str]) -> PassReport:
+def _report(state: _PassState, wall_s: float, recoveries: list[Recovery]) -> PassReport:
     res = state.results
     cat = np.concatenate
     return PassReport(

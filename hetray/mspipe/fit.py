@@ -21,27 +21,26 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
 
 import numpy as np
 import torch
 
 from hetray.core.errors import ConfigError
-from hetray.temporal.batches import batch_slices
-from hetray.temporal.data import EventStream, TemporalSplit
-from hetray.mspipe.driver import InlineSource, run_pass
-from hetray.temporal.memory import MemoryConfig
-from hetray.temporal.models import MemoryTGNN, ModelConfig
+from hetray.mspipe.driver import run_pass
+from hetray.mspipe.sources import EventView, InlineSources, NegativeStream, SourceFactory
 from hetray.mspipe.staleness import (
-    BatchSource,
     MemoryBackend,
     PassReport,
     PipelineConfig,
     PipelineMode,
+    Recovery,
     StageClock,
 )
-from hetray.temporal.sampler import TemporalCSR
 from hetray.mspipe.store import LocalMemoryStore
+from hetray.temporal.batches import batch_slices
+from hetray.temporal.data import EventStream, TemporalSplit
+from hetray.temporal.memory import MemoryConfig
+from hetray.temporal.models import MemoryTGNN, ModelConfig
 from hetray.temporal.train import LinkMetrics, eval_step, link_metrics, train_step
 
 logger = logging.getLogger(__name__)
@@ -73,39 +72,6 @@ class TrainConfig:
             raise ConfigError("TrainConfig", "patience", self.patience, ">= 0 (0 = off)")
 
 
-class SourceFactory(Protocol):
-    """Opens stages 1-2 for a pass; ``csr_name`` is ``train`` or ``full``."""
-
-    def open(self, csr_name: str, eid_batches: list[np.ndarray],
-             neg_stream: tuple[int, ...]) -> BatchSource:
-        """A source producing ``eid_batches`` in order."""
-        ...
-
-
-class InlineSources:
-    """Sources that sample in the caller (sequential mode and local tests)."""
-
-    def __init__(self, events: EventStream, split: TemporalSplit, num_neighbors: int,
-                 seed: int) -> None:
-        self.events, self.num_neighbors, self.seed = events, num_neighbors, seed
-        self.csrs = build_csrs(events, split)
-
-    def open(self, csr_name: str, eid_batches: list[np.ndarray],
-             neg_stream: tuple[int, ...]) -> BatchSource:
-        """An :class:`~hetray.mspipe.driver.InlineSource`."""
-        return InlineSource(self.events, self.csrs[csr_name], eid_batches,
-                            num_neighbors=self.num_neighbors, neg_stream=neg_stream,
-                            seed=self.seed)
-
-
-def build_csrs(events: EventStream, split: TemporalSplit) -> dict[str, TemporalCSR]:
-    """T-CSRs of the training events (``train``) and of all events (``full``)."""
-    train = split.train
-    return {"train": TemporalCSR.build(events.src[train], events.dst[train], events.t[train],
-                                       events.num_nodes),
-            "full": TemporalCSR.build(events.src, events.dst, events.t, events.num_nodes)}
-
-
 @dataclass(slots=True)
 class FitReport:
     """Everything a run measured.
@@ -130,7 +96,7 @@ class FitReport:
     num_train_batches: int = 0
     staleness: Counter[int] = field(default_factory=Counter)
     max_bound_excess: int = -(10**9)
-    recoveries: list[str] = field(default_factory=list)
+    recoveries: list[Recovery] = field(default_factory=list)
     val_history: list[float] = field(default_factory=list)
     best_epoch: int = 0
 
@@ -160,19 +126,6 @@ def _quiet_advance(num_events: int) -> None:
 QUIET = Progress(start=_quiet_start, advance=_quiet_advance)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Run:
-    """What every pass of one :func:`fit` call shares."""
-
-    model: MemoryTGNN
-    split: TemporalSplit
-    train_cfg: TrainConfig
-    pipe_cfg: PipelineConfig
-    sources: SourceFactory
-    store: MemoryBackend
-    progress: Progress
-
-
 @dataclass(slots=True)
 class _Best:
     """The best epoch so far: its validation metrics and a copy of its parameters."""
@@ -187,34 +140,134 @@ class _Best:
         return -1.0 if self.val is None else self.val.ap
 
 
-def fit(model: MemoryTGNN, events: EventStream, split: TemporalSplit, *, train_cfg: TrainConfig,
-        pipe_cfg: PipelineConfig, sources: SourceFactory, store: MemoryBackend,
-        progress: Progress = QUIET) -> FitReport:
-    """Train for up to ``train_cfg.epochs`` epochs, validate each epoch, test the best."""
-    run = _Run(model=model, split=split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
-               sources=sources, store=store, progress=progress)
-    optimizer = torch.optim.Adam(model.parameters(), lr=train_cfg.lr)
-    report = FitReport()
-    best = _Best()
-    for epoch in range(train_cfg.epochs):
-        _train_epoch(run, optimizer, epoch, report)
-        val = _evaluate(run, split.val, (1, epoch), report)
+class EpochLoop:
+    """The epochs of one run as a state machine: :meth:`step` trains and validates an epoch.
+
+    Args:
+        model: the model (trained in place; stage 4 runs in the caller).
+        split: chronological train / validation / test event ids.
+        train_cfg: optimisation settings.
+        pipe_cfg: pipeline settings.
+        sources: stages 1-2.
+        store: stages 3 and 5.
+        progress: observation callbacks.
+
+    Example:
+        >>> loop = EpochLoop(model, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
+        ...                  sources=sources, store=store)  # doctest: +SKIP
+        >>> while not loop.done:                            # doctest: +SKIP
+        ...     loop.step()
+        >>> report = loop.finish()                          # doctest: +SKIP
+    """
+
+    def __init__(self, model: MemoryTGNN, split: TemporalSplit, *, train_cfg: TrainConfig,
+                 pipe_cfg: PipelineConfig, sources: SourceFactory, store: MemoryBackend,
+                 progress: Progress = QUIET) -> None:
+        self.model, self.split = model, split
+        self.train_cfg, self.pipe_cfg = train_cfg, pipe_cfg
+        self.sources, self.store, self.progress = sources, store, progress
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=train_cfg.lr)
+        self.report = FitReport()
+        self._best = _Best()
+        self._stopped = False
+
+    @property
+    def epoch(self) -> int:
+        """Epochs trained so far."""
+        return len(self.report.val_history)
+
+    @property
+    def done(self) -> bool:
+        """Whether every epoch ran or early stopping ended training."""
+        return self._stopped or self.epoch >= self.train_cfg.epochs
+
+    def step(self) -> PassReport:
+        """Train one epoch from zeroed memory, then stream the validation events.
+
+        Returns:
+            The epoch's training pass (its validation AP is ``report.val_history[-1]``).
+        """
+        epoch = self.epoch
+        done = self._train_epoch(epoch)
+        val = self._evaluate(self.split.val, NegativeStream.validation(epoch))
+        report = self.report
         report.val = link_metrics(val.pos_score, val.neg_score)
         report.val_history.append(report.val.ap)
         logger.info("epoch %d: val AP %.4f", epoch + 1, report.val.ap)
-        if report.val.ap > best.ap:
-            best = _Best(epoch=epoch + 1, val=report.val,
-                         state=copy.deepcopy(model.state_dict()))
-        elif train_cfg.patience and epoch + 1 - best.epoch >= train_cfg.patience:
-            break
-    report.best_epoch = len(report.val_history)
-    if train_cfg.patience and best.epoch != report.best_epoch:
-        _restore(run, best, report)
-    test = _evaluate(run, split.test, (2,), report)
-    report.test = link_metrics(test.pos_score, test.neg_score)
-    inductive = np.isin(test.eids, split.test_inductive)
-    report.test_inductive = link_metrics(test.pos_score[inductive], test.neg_score[inductive])
-    return report
+        if report.val.ap > self._best.ap:
+            self._best = _Best(epoch=epoch + 1, val=report.val,
+                               state=copy.deepcopy(self.model.state_dict()))
+        elif self.train_cfg.patience and epoch + 1 - self._best.epoch >= self.train_cfg.patience:
+            self._stopped = True
+        return done
+
+    def test(self) -> tuple[LinkMetrics, LinkMetrics]:
+        """Stream the test events after the memory of the last pass; all and inductive."""
+        test = self._evaluate(self.split.test, NegativeStream.test())
+        self.report.test = link_metrics(test.pos_score, test.neg_score)
+        inductive = np.isin(test.eids, self.split.test_inductive)
+        self.report.test_inductive = link_metrics(test.pos_score[inductive],
+                                                  test.neg_score[inductive])
+        return self.report.test, self.report.test_inductive
+
+    def finish(self) -> FitReport:
+        """Restore the best epoch (with patience), test, and return the report."""
+        self.report.best_epoch = self.epoch
+        if self.train_cfg.patience and self._best.epoch != self.report.best_epoch:
+            self._restore()
+        self.test()
+        return self.report
+
+    def _train_epoch(self, epoch: int) -> PassReport:
+        """One training pass from zeroed memory; records it in the report."""
+        train_batches = batch_slices(self.split.train, self.train_cfg.batch_size)
+        self.store.reset()
+        self.progress.start(f"epoch {epoch + 1}/{self.train_cfg.epochs}", len(self.split.train))
+        source = self.sources.open(EventView.TRAIN, train_batches, NegativeStream.train(epoch))
+        step = partial(train_step, self.model, self.optimizer)
+        report = self.report
+        done = run_pass(step, source, self.store, len(train_batches), self.pipe_cfg,
+                        report.clock, on_batch=self.progress.advance)
+        report.train_passes.append(done)
+        report.num_train_batches += len(train_batches)
+        report.staleness.update(done.staleness)
+        report.max_bound_excess = max(report.max_bound_excess, done.max_bound_excess)
+        report.recoveries += done.recoveries
+        logger.info("epoch %d: loss %.4f, %.0f events/s", epoch + 1, done.mean_loss,
+                    done.events_per_s)
+        return done
+
+    def _restore(self) -> None:
+        """Load the best epoch's parameters and rebuild memory through train and validation."""
+        best = self._best
+        self.model.load_state_dict(best.state)
+        self.report.best_epoch, self.report.val = best.epoch, best.val
+        self.store.reset()
+        self._evaluate(self.split.train, NegativeStream.rebuild(), view=EventView.TRAIN)
+        self._evaluate(self.split.val, NegativeStream.validation(best.epoch - 1))
+        logger.info("restored epoch %d (val AP %.4f)", best.epoch, best.ap)
+
+    def _evaluate(self, eids: np.ndarray, stream: NegativeStream,
+                  view: EventView = EventView.FULL) -> PassReport:
+        """Stream ``eids`` through the model without gradients (staleness 0), updating memory."""
+        batches = batch_slices(eids, self.train_cfg.batch_size)
+        self.progress.start("eval", len(eids))
+        done = run_pass(partial(eval_step, self.model), self.sources.open(view, batches, stream),
+                        self.store, len(batches), self.pipe_cfg, StageClock(), train=False,
+                        on_batch=self.progress.advance)
+        self.report.recoveries += done.recoveries
+        return done
+
+
+def fit(model: MemoryTGNN, split: TemporalSplit, *, train_cfg: TrainConfig,
+        pipe_cfg: PipelineConfig, sources: SourceFactory, store: MemoryBackend,
+        progress: Progress = QUIET) -> FitReport:
+    """Train for up to ``train_cfg.epochs`` epochs, validate each epoch, test the best."""
+    loop = EpochLoop(model, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg, sources=sources,
+                     store=store, progress=progress)
+    while not loop.done:
+        loop.step()
+    return loop.finish()
 
 
 def memory_config(events: EventStream, model_cfg: ModelConfig) -> MemoryConfig:
@@ -223,51 +276,16 @@ def memory_config(events: EventStream, model_cfg: ModelConfig) -> MemoryConfig:
                         edge_feat_dim=events.edge_feat_dim, mailbox_size=model_cfg.mailbox)
 
 
+def build_model(model_cfg: ModelConfig, seed: int) -> MemoryTGNN:
+    """The model, initialised from ``seed`` (so every pipeline starts from the same one)."""
+    torch.manual_seed(seed)
+    return MemoryTGNN(model_cfg)
+
+
 def fit_sequential(model: MemoryTGNN, events: EventStream, split: TemporalSplit, *,
                    train_cfg: TrainConfig, progress: Progress = QUIET) -> FitReport:
     """:func:`fit` as the sequential baseline: stages inline, an in-process store, k = 0."""
-    return fit(model, events, split, train_cfg=train_cfg,
+    return fit(model, split, train_cfg=train_cfg,
                pipe_cfg=PipelineConfig(mode=PipelineMode.SEQUENTIAL),
                sources=InlineSources(events, split, model.cfg.num_neighbors, train_cfg.seed),
                store=LocalMemoryStore(memory_config(events, model.cfg)), progress=progress)
-
-
-def _train_epoch(run: _Run, optimizer: torch.optim.Optimizer, epoch: int,
-                 report: FitReport) -> None:
-    """One training pass from zeroed memory; records it in ``report``."""
-    train_batches = batch_slices(run.split.train, run.train_cfg.batch_size)
-    run.store.reset()
-    run.progress.start(f"epoch {epoch + 1}/{run.train_cfg.epochs}", len(run.split.train))
-    source = run.sources.open("train", train_batches, (0, epoch))
-    step = partial(train_step, run.model, optimizer)
-    done = run_pass(step, source, run.store, len(train_batches), run.pipe_cfg, report.clock,
-                    on_batch=run.progress.advance)
-    report.train_passes.append(done)
-    report.num_train_batches += len(train_batches)
-    report.staleness.update(done.staleness)
-    report.max_bound_excess = max(report.max_bound_excess, done.max_bound_excess)
-    report.recoveries += done.recoveries
-    logger.info("epoch %d: loss %.4f, %.0f events/s", epoch + 1, done.mean_loss,
-                done.events_per_s)
-
-
-def _restore(run: _Run, best: _Best, report: FitReport) -> None:
-    """Load the best epoch's parameters and rebuild memory through train and validation."""
-    run.model.load_state_dict(best.state)
-    report.best_epoch, report.val = best.epoch, best.val
-    run.store.reset()
-    _evaluate(run, run.split.train, (3,), report, csr_name="train")
-    _evaluate(run, run.split.val, (1, best.epoch - 1), report)
-    logger.info("restored epoch %d (val AP %.4f)", best.epoch, best.ap)
-
-
-def _evaluate(run: _Run, eids: np.ndarray, neg_stream: tuple[int, ...], report: FitReport,
-              csr_name: str = "full") -> PassReport:
-    """Stream ``eids`` through the model without gradients (staleness 0), updating memory."""
-    batches = batch_slices(eids, run.train_cfg.batch_size)
-    run.progress.start("eval", len(eids))
-    done = run_pass(partial(eval_step, run.model), run.sources.open(csr_name, batches, neg_stream),
-                    run.store, len(batches), run.pipe_cfg, StageClock(), train=False,
-                    on_batch=run.progress.advance)
-    report.recoveries += done.recoveries
-    return done

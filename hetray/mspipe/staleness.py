@@ -21,7 +21,7 @@ store answers only once it has that version, so the staleness ``i - served`` nev
 Grouped memory I/O. Every Ray call costs CPU on both sides, and on a machine whose cores
 the trainer's intra-op threads keep busy each call also stalls the step (one no-op actor
 call per step added 0.9-2.3 ms to a 29-38 ms TGN step in our runs on 2 cores;
-``benchmarks/tgnn.py`` records it as ``call_cost``). So the trainer reads the memory of
+``benchmarks/mspipe.py`` records it as ``call_cost``). So the trainer reads the memory of
 ``g`` consecutive batches in one read (the union of their nodes), and the store group
 carries every write-back since the previous read inside that read's call. The bound stays
 per batch: the group ``j..j+g-1`` is read with ``min_version = j + g - 1 - k`` (its last
@@ -50,7 +50,7 @@ by default the trainer replays its own in-flight write-backs on them
 MSPipe's blend with recently updated similar nodes
 (:func:`~hetray.temporal.memory.mitigate_stale`) is the alternative. Without replay, a node
 in two consecutive batches is written by the second from a state that misses the first, so
-the first event never reaches its memory (``benchmarks/tgnn.py --mitigation similar``
+the first event never reaches its memory (``benchmarks/mspipe.py --mitigation similar``
 measures what that costs in AP).
 """
 
@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
@@ -122,6 +122,69 @@ class PipelineConfig:
         if self.io_batches < 1:
             raise ConfigError("PipelineConfig", "io_batches", self.io_batches, ">= 1")
 
+    def with_staleness(self, staleness: int | None) -> PipelineConfig:
+        """This config with the staleness bound a user asked for (``--staleness``).
+
+        Args:
+            staleness: None for the automatic k (bounded by ``max_staleness``); else a fixed
+                ``k >= 0``, and ``max_staleness`` is raised to ``k`` if it was lower.
+                Sequential mode reads with k = 0 whatever this says.
+
+        Raises:
+            ConfigError: ``staleness`` is negative.
+
+        Example:
+            >>> cfg = PipelineConfig().with_staleness(12)
+            >>> cfg.auto_staleness, cfg.staleness, cfg.max_staleness
+            (False, 12, 12)
+            >>> PipelineConfig().with_staleness(None).auto_staleness
+            True
+        """
+        if staleness is None:
+            return replace(self, auto_staleness=True)
+        if staleness < 0:
+            raise ConfigError("PipelineConfig", "staleness", staleness, ">= 0 (None = auto)")
+        return replace(self, auto_staleness=False, staleness=staleness,
+                       max_staleness=max(self.max_staleness, staleness))
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """A memory-store shard that died and was restored from its last checkpoint.
+
+    Attributes:
+        shard: the shard id.
+        restored_version: the version its checkpoint held.
+        resumed_version: the version it was fast-forwarded to (the last one sent); the
+            updates of versions ``restored_version + 1 .. resumed_version`` are lost.
+
+    Example:
+        >>> rec = Recovery(shard=1, restored_version=3, resumed_version=5)
+        >>> rec.lost_versions
+        2
+        >>> str(rec).split("; ")[1]
+        'lost the updates of 2 batch(es) (versions 4..5)'
+    """
+
+    shard: int
+    restored_version: int
+    resumed_version: int
+
+    @property
+    def lost_versions(self) -> int:
+        """Batches whose updates the shard lost."""
+        return self.resumed_version - self.restored_version
+
+    def __str__(self) -> str:
+        return (f"shard {self.shard} restored from checkpoint version {self.restored_version}; "
+                f"lost the updates of {self.lost_versions} batch(es) "
+                f"(versions {self.restored_version + 1}..{self.resumed_version})")
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-ready form."""
+        return {"shard": self.shard, "restored_version": self.restored_version,
+                "resumed_version": self.resumed_version, "lost_versions": self.lost_versions}
+
 
 class Pending(Protocol[T_co]):
     """A result that may still be computing (an ObjectRef wrapper, or a finished value)."""
@@ -169,8 +232,8 @@ class MemoryBackend(Protocol):
         """Seconds of memory fetch and write-back finished since the last call (tau_3, tau_5)."""
         ...
 
-    def drain(self) -> list[str]:
-        """Wait for in-flight writes; returns notes on shards restored meanwhile."""
+    def drain(self) -> list[Recovery]:
+        """Wait for in-flight writes; returns the shards restored meanwhile."""
         ...
 
 
@@ -235,7 +298,7 @@ class PassReport:
         staleness: Counter of observed staleness (batches) per iteration.
         max_bound_excess: max over iterations of ``min_version - served version`` (<= 0 when
             the bound held).
-        recoveries: notes on memory-store shards restored from a checkpoint.
+        recoveries: memory-store shards restored from a checkpoint during the pass.
     """
 
     num_events: int
@@ -246,7 +309,7 @@ class PassReport:
     eids: np.ndarray
     staleness: Counter[int]
     max_bound_excess: int
-    recoveries: list[str]
+    recoveries: list[Recovery]
 
     @property
     def events_per_s(self) -> float:

@@ -1,4 +1,24 @@
-"""Pipeline parallelism: schedules as instruction streams, their checker and simulator."""
+"""HetAuto's pipeline: pipeline-parallel GPT training on stage replicas (Virtual-1F1B etc.).
+
+Schedules as instruction streams (:mod:`~hetray.pipeline.schedules`, checked and simulated by
+:mod:`~hetray.pipeline.simulator`), layouts and resharding between unequal data-parallel
+stages, the transport protocol with emulated links, the stage worker, and the run API.
+
+The path from here to every adapter, one hop each:
+
+- run API: :mod:`hetray.pipeline.run` (``RunConfig``, ``Backend``, ``LocalBackend``,
+  ``start``, ``run``), the driver :mod:`hetray.pipeline.driver` (``PipelineDriver``: step
+  state machine over the stage group), reports :mod:`hetray.pipeline.report`
+- actor shell: ``actors/pipeline.py`` (``hetray.actors.pipeline``: ``RayPipelineStage``,
+  ``StageActorGroup``, ``RayBackend``)
+- CLI command: ``hetray train pipeline`` (:mod:`hetray.cli.pipeline`; plan -> run config in
+  :mod:`hetray.planner.handoff`)
+- Tune experiment: ``pipeline`` (:mod:`hetray.experiments.pipeline`)
+- example: ``examples/pipeline_gpt.py``; benchmark: ``benchmarks/pipeline.py``
+- docs page: ``docs/pipeline.md``
+
+Importing this package loads no torch (the planner uses the schedules and the simulator).
+"""
 
 from hetray.pipeline.schedules import (
     Op,

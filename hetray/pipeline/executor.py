@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from hetray.accel.device import Device
+from hetray.cluster.spec import LinkClass
 from hetray.core.errors import ConfigError
 from hetray.models.gpt import GPTChunk, token_loss_sum
 from hetray.pipeline.layout import PipelineLayout
@@ -67,7 +68,7 @@ class WorkerStepStats:
         step_s: wall seconds of the step (stream, all-reduce and optimizer).
         busy_s: seconds spent in F and B ops.
         op_timings: every op of the stream, in order.
-        bytes_by_link: bytes this replica sent (or forwarded) per link class value.
+        bytes_by_link: bytes this replica sent (or forwarded) per link class.
     """
 
     endpoint: Endpoint
@@ -77,7 +78,7 @@ class WorkerStepStats:
     step_s: float
     busy_s: float
     op_timings: tuple[OpTiming, ...]
-    bytes_by_link: dict[str, int]
+    bytes_by_link: dict[LinkClass, int]
 
 
 @dataclass(slots=True)
@@ -151,7 +152,7 @@ class StageWorker:
             num_tokens=state.num_tokens, step_s=time.perf_counter() - t0,
             busy_s=sum(t.end_s - t.start_s for t in timings if t.op.kind in COMPUTE),
             op_timings=tuple(timings),
-            bytes_by_link={k.value: after[k] - bytes_before[k] for k in after})
+            bytes_by_link={k: after[k] - bytes_before[k] for k in after})
 
     def _virtual(self, op: Op) -> int:
         return op.chunk * self.layout.num_ranks + self.endpoint.rank

@@ -14,11 +14,11 @@ receiving replica keeps its rows and passes the listed pieces on to its peers. :
 does that on delivery, off the compute thread, for every transport.
 
 :class:`InProcessTransport` connects threads of one process through an
-:class:`InProcessNetwork` of :class:`Mailbox` es. Links whose class has a ``LinkSpec`` go
-through a :class:`~hetray.comm.link_emulation.LinkEmulator` (one per class and directed pair
-of ranks) and land in its done-callback. A Ray transport
-reuses :class:`Mailbox`, the keys, :class:`LinkCounters` and :func:`accept`, and only adds
-the delivery between processes.
+:class:`InProcessNetwork`. Every transport is a :class:`MailboxTransport`: it counts bytes
+per link class, sends links whose class has a ``LinkSpec`` through a
+:class:`~hetray.comm.link_emulation.LinkEmulator` (one per class and destination rank) and
+delivers in its done-callback; the Ray transport (``hetray.actors.pipeline``) only adds the
+delivery between processes.
 
 Example:
     >>> net = InProcessNetwork(lambda src, dst: LinkClass.INTRA_NODE)
@@ -209,7 +209,7 @@ def accept(message_key: MessageKey, tensor: torch.Tensor, forwards: tuple[Forwar
 
 
 class InProcessNetwork:
-    """Mailboxes and emulated links connecting the stage replicas of one process.
+    """The transports of the stage replicas of one process, so every sender finds its peer.
 
     Args:
         link_of: link class between two endpoints.
@@ -224,7 +224,6 @@ class InProcessNetwork:
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._transports: dict[Endpoint, InProcessTransport] = {}
-        self._emulators: dict[tuple[LinkClass, int, int], LinkEmulator] = {}
 
     def transport(self, endpoint: Endpoint) -> InProcessTransport:
         """The transport bound to ``endpoint`` (created on first use, then the same one)."""
@@ -233,22 +232,12 @@ class InProcessNetwork:
                 self._transports[endpoint] = InProcessTransport(self, endpoint)
             return self._transports[endpoint]
 
-    def emulator(self, link: LinkClass, src: Endpoint, dst: Endpoint) -> LinkEmulator | None:
-        """The emulated link for ``link`` between the ranks of ``src`` and ``dst``, if any."""
-        if link not in self.links:
-            return None
-        name = (link, src.rank, dst.rank)
-        with self._lock:
-            if name not in self._emulators:
-                self._emulators[name] = LinkEmulator(self.links[link])
-            return self._emulators[name]
-
     def close(self) -> None:
-        """Stop every link emulator (pending transfers still land)."""
+        """Stop every transport's link emulators (pending transfers still land)."""
         with self._lock:
-            emulators, self._emulators = list(self._emulators.values()), {}
-        for emulator in emulators:
-            emulator.close()
+            transports = list(self._transports.values())
+        for transport in transports:
+            transport.close()
 
 
 def after_link(emulator: LinkEmulator | None, num_bytes: int,
@@ -264,20 +253,42 @@ def after_link(emulator: LinkEmulator | None, num_bytes: int,
 
 
 class MailboxTransport(abc.ABC):
-    """What every :class:`Transport` shares: byte counters, a mailbox, gateway forwarding.
+    """What every :class:`Transport` shares: counters, a mailbox, forwarding, emulated links.
 
-    Subclasses implement :meth:`send`, shipping through :meth:`_ship`.
+    A send is counted on its link class and, when that class has a ``LinkSpec``, waits on
+    the :class:`~hetray.comm.link_emulation.LinkEmulator` of (link class, destination rank)
+    on the emulator's thread; hops between replicas of one rank are never emulated.
+    Subclasses implement :meth:`_post`: put the message into the destination's mailbox.
+
+    Args:
+        endpoint: the replica this transport belongs to.
+        link_of: link class between two endpoints (a layout's ``link_class``).
+        links: link specs to emulate per link class.
+        timeout_s: RECV timeout.
     """
 
-    def __init__(self, endpoint: Endpoint, timeout_s: float) -> None:
+    def __init__(self, endpoint: Endpoint, link_of: LinkOf,
+                 links: Mapping[LinkClass, LinkSpec], timeout_s: float) -> None:
         self.endpoint = endpoint
+        self.link_of = link_of
         self.counters = LinkCounters()
         self._mailbox = Mailbox(endpoint, timeout_s)
+        self._links = dict(links)
+        self._emulators: dict[tuple[LinkClass, int], LinkEmulator] = {}
+        self._lock = threading.Lock()
 
-    @abc.abstractmethod
     def send(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
              forwards: tuple[Forward, ...] = ()) -> None:
-        """Start sending ``tensor`` (rows of ``key``) to ``dst``; may return before it lands."""
+        """Start sending ``tensor`` (rows of ``key``, ``(rows, S, D)``) to ``dst``.
+
+        Returns before it lands when the link is emulated.
+        """
+        tensor = self._outgoing(tensor)
+        link = self.link_of(self.endpoint, dst)
+        num_bytes = tensor.numel() * tensor.element_size()
+        self.counters.add(link, num_bytes)
+        after_link(self._emulator(link, dst), num_bytes,
+                   lambda: self._post(dst, key, tensor, forwards))
 
     def deliver(self, key: MessageKey, tensor: torch.Tensor,
                 forwards: tuple[Forward, ...]) -> None:
@@ -289,12 +300,46 @@ class MailboxTransport(abc.ABC):
         """Block until ``rows`` of ``slot`` arrived; a new tensor ``(rows, ...)``."""
         return self._mailbox.take(slot, rows)
 
-    def _ship(self, link: LinkClass, emulator: LinkEmulator | None, tensor: torch.Tensor,
-              land: Callable[[], None]) -> None:
-        """Count ``tensor``'s bytes on ``link``; run ``land`` once they crossed ``emulator``."""
-        num_bytes = tensor.numel() * tensor.element_size()
-        self.counters.add(link, num_bytes)
-        after_link(emulator, num_bytes, land)
+    def set_links(self, links: Mapping[LinkClass, LinkSpec]) -> None:
+        """Emulate ``links`` from now on (call between steps; old emulators are stopped)."""
+        with self._lock:
+            old, self._emulators = list(self._emulators.values()), {}
+            self._links = dict(links)
+        for emulator in old:
+            emulator.close()
+
+    def link_delay_s(self) -> float:
+        """Emulated link seconds this replica's sends were charged so far."""
+        with self._lock:
+            return sum(e.stats.delay_s for e in self._emulators.values())
+
+    def check_deliveries(self) -> None:  # noqa: B027 (in-process deliveries cannot fail)
+        """Re-raise the error of a failed earlier delivery (none can fail in-process)."""
+
+    def close(self) -> None:
+        """Stop the emulated links (pending transfers still land)."""
+        with self._lock:
+            emulators = list(self._emulators.values())
+        for emulator in emulators:
+            emulator.close()
+
+    def _outgoing(self, tensor: torch.Tensor) -> torch.Tensor:
+        """What is shipped for ``tensor`` (detached; subclasses may copy it)."""
+        return tensor.detach()
+
+    @abc.abstractmethod
+    def _post(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
+              forwards: tuple[Forward, ...]) -> None:
+        """Put the message into ``dst``'s mailbox (it crossed its link already)."""
+
+    def _emulator(self, link: LinkClass, dst: Endpoint) -> LinkEmulator | None:
+        if link not in self._links or dst.rank == self.endpoint.rank:
+            return None
+        with self._lock:
+            name = (link, dst.rank)
+            if name not in self._emulators:
+                self._emulators[name] = LinkEmulator(self._links[link])
+            return self._emulators[name]
 
 
 class InProcessTransport(MailboxTransport):
@@ -304,14 +349,9 @@ class InProcessTransport(MailboxTransport):
     """
 
     def __init__(self, network: InProcessNetwork, endpoint: Endpoint) -> None:
-        super().__init__(endpoint, network.timeout_s)
+        super().__init__(endpoint, network.link_of, network.links, network.timeout_s)
         self.network = network
 
-    def send(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
-             forwards: tuple[Forward, ...] = ()) -> None:
-        """Send ``tensor`` (rows of ``key``) to ``dst``; returns before it lands if emulated."""
-        tensor = tensor.detach()
-        link = self.network.link_of(self.endpoint, dst)
-        target = self.network.transport(dst)
-        self._ship(link, self.network.emulator(link, self.endpoint, dst), tensor,
-                   lambda: target.deliver(key, tensor, forwards))
+    def _post(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
+              forwards: tuple[Forward, ...]) -> None:
+        self.network.transport(dst).deliver(key, tensor, forwards)

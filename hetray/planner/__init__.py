@@ -1,11 +1,26 @@
 """HetAuto-style planner: principle-guided MCTS over hybrid-parallel plans.
 
+Where to go from here (one hop each):
+
+* run API: :mod:`hetray.planner.run` (``RunConfig -> PlanDriver -> RunReport``, ``run()``);
+* actor shell: ``actors/planner.py`` (``hetray.actors.planner``: Ray search workers, the
+  cost-model server actor, ``RayBackend``);
+* CLI command: ``hetray plan`` and ``hetray profile`` (``hetray/cli/planner.py``);
+* example: ``examples/planner_hetero_llm.py`` (profile, then root-parallel MCTS on Ray);
+* benchmark: ``benchmarks/planner.py`` (``benchmarks/results/planner.json``);
+* Tune experiment: ``planner`` (``hetray/experiments/planner.py``);
+* docs page: ``docs/planner.md``.
+
 Modules: :mod:`~hetray.planner.model_spec` (LLM sizes), :mod:`~hetray.planner.plan` (the
 plan value), :mod:`~hetray.planner.cost_model` (analytical cost, simulated pipeline),
-:mod:`~hetray.planner.space` (principle-filtered decisions), :mod:`~hetray.planner.mcts`
-(search), :mod:`~hetray.planner.baselines`, :mod:`~hetray.planner.profile` and
-:mod:`~hetray.planner.measurements` (real timings), :mod:`~hetray.planner.rf_model` and
-:mod:`~hetray.planner.corrected` (random-forest correction).
+:mod:`~hetray.planner.state` (the search state), :mod:`~hetray.planner.space`
+(principle-filtered decisions), :mod:`~hetray.planner.memory` (the memory-fit estimate),
+:mod:`~hetray.planner.mcts` (search), :mod:`~hetray.planner.baselines`,
+:mod:`~hetray.planner.worker` (the search worker of a group),
+:mod:`~hetray.planner.report` (the run report and its tables),
+:mod:`~hetray.planner.profile` and :mod:`~hetray.planner.measurements` (real timings),
+:mod:`~hetray.planner.rf_model` and :mod:`~hetray.planner.corrected` (random-forest
+correction, the cost-model server), :mod:`~hetray.planner.layout` (plan -> pipeline layout).
 """
 
 from hetray.planner.baselines import (
@@ -25,20 +40,31 @@ from hetray.planner.plan import (
     plan_to_json,
     validate_plan,
 )
+from hetray.planner.report import RunReport
+from hetray.planner.run import LocalBackend, PlanDriver, RunConfig, run
 from hetray.planner.scoring import RankedPlan, SearchResult, analytical_evaluator
 from hetray.planner.space import Principle, SearchSpace, SpaceConfig
+from hetray.planner.state import SearchState
+from hetray.planner.worker import SearchMethod, SearchWorker
 
 __all__ = [
     "PRESETS",
     "Cost",
     "DeviceGroup",
+    "LocalBackend",
     "ModelSpec",
     "Plan",
+    "PlanDriver",
     "Principle",
     "RankedPlan",
+    "RunConfig",
+    "RunReport",
     "SearchConfig",
+    "SearchMethod",
     "SearchResult",
     "SearchSpace",
+    "SearchState",
+    "SearchWorker",
     "SpaceConfig",
     "StageCost",
     "StagePlan",
@@ -52,6 +78,7 @@ __all__ = [
     "plan_from_json",
     "plan_to_json",
     "random_search",
+    "run",
     "uniform_plan_search",
     "validate_plan",
 ]

@@ -10,6 +10,9 @@
   layers, stages laid over the node groups in spec order, blind to device speed.
 * :func:`random_search` samples complete plans uniformly level by level.
 
+When a search finds nothing, :func:`raise_infeasible` explains why with the uniform
+candidate that misses device memory by the least.
+
 Example:
     >>> from hetray.cluster.loader import load_cluster_spec
     >>> from hetray.planner.model_spec import PRESETS
@@ -22,19 +25,23 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from hetray.cluster.spec import ClusterSpec
 from hetray.core.errors import InfeasiblePlanError
-from hetray.planner.cost_model import Cost, estimate
+from hetray.planner.cost_model import Cost, check_memory, estimate
 from hetray.planner.model_spec import ModelSpec
 from hetray.planner.plan import DeviceGroup, Plan, StagePlan, validate_plan
 from hetray.planner.scoring import Evaluator, Scorer, SearchResult
-from hetray.planner.space import NUM_LEVELS, SearchSpace
+from hetray.planner.space import SearchSpace
+from hetray.planner.state import SearchState
+
+logger = logging.getLogger(__name__)
 
 _BATCH = 256
 
@@ -53,12 +60,12 @@ def _drain(scorer: Scorer, states: Iterator[Any], build: Callable[[Any], Plan],
         scorer.score(batch, build)
 
 
-def _leaves(space: SearchSpace, state: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
-    if len(state) == NUM_LEVELS:
+def _leaves(space: SearchSpace, state: SearchState) -> Iterator[SearchState]:
+    if state.complete:
         yield state
         return
     for option in space.options(state):
-        yield from _leaves(space, (*state, option))
+        yield from _leaves(space, state.extend(option))
 
 
 def _result(method: str, scorer: Scorer, space: SearchSpace, start: float,
@@ -71,23 +78,24 @@ def _result(method: str, scorer: Scorer, space: SearchSpace, start: float,
 def exhaustive_search(space: SearchSpace, evaluator: Evaluator, top_k: int = 5) -> SearchResult:
     """Evaluate every plan of ``space``."""
     start, scorer = time.perf_counter(), Scorer(evaluator)
-    _drain(scorer, _leaves(space, ()), space.build)
+    _drain(scorer, _leaves(space, SearchState()), space.build)
     return _result("exhaustive", scorer, space, start, top_k)
 
 
-def _greedy_leaves(space: SearchSpace) -> Iterator[tuple[Any, ...]]:
-    for p in space.options(()):
-        for order in space.options((p,)):
-            for groups in space.options((p, order)):
-                tps = space.options((p, order, groups))
+def _greedy_leaves(space: SearchSpace) -> Iterator[SearchState]:
+    for p in space.options(SearchState()):
+        for order in space.options(SearchState(num_stages=p)):
+            for groups in space.options(SearchState(num_stages=p, order=order)):
+                tps = space.options(SearchState(num_stages=p, order=order, groups=groups))
                 if not tps:
                     continue
-                layers = space.balanced_layers(groups, tps[0])
-                for m in space.options((p, order, groups, tps[0], layers)):
-                    state = (p, order, groups, tps[0], layers, m)
-                    plain = [c for c in space.options(state) if c[0] == 1]
+                fixed = SearchState(num_stages=p, order=order, groups=groups, tps=tps[0],
+                                    layers=space.balanced_layers(groups, tps[0]))
+                for m in space.options(fixed):
+                    state = fixed.extend(m)
+                    plain = [c for c in space.options(state) if c.num_chunks == 1]
                     if plain:
-                        yield (*state, plain[0])
+                        yield state.extend(plain[0])
 
 
 def greedy_search(space: SearchSpace, evaluator: Evaluator, top_k: int = 5) -> SearchResult:
@@ -97,13 +105,13 @@ def greedy_search(space: SearchSpace, evaluator: Evaluator, top_k: int = 5) -> S
     return _result("greedy", scorer, space, start, top_k)
 
 
-def _random_leaf(space: SearchSpace, rng: random.Random) -> tuple[Any, ...] | None:
-    state: tuple[Any, ...] = ()
-    while len(state) < NUM_LEVELS:
+def _random_leaf(space: SearchSpace, rng: random.Random) -> SearchState | None:
+    state = SearchState()
+    while not state.complete:
         options = space.options(state)
         if not options:
             return None
-        state = (*state, rng.choice(options))
+        state = state.extend(rng.choice(options))
     return state
 
 
@@ -188,3 +196,24 @@ def closest_plan(space: SearchSpace) -> tuple[Plan, Cost] | None:
         if best is None or shortfall < best[0]:
             best = (shortfall, plan, cost)
     return None if best is None else (best[1], best[2])
+
+
+def raise_infeasible(space: SearchSpace) -> NoReturn:
+    """Raise the error of a search that found no plan: why the closest candidate fails.
+
+    Raises:
+        InfeasiblePlanError: the stage of the closest uniform candidate that overflows and by
+            how much; or no candidate placement; or none found within the budget.
+    """
+    closest = closest_plan(space)
+    if closest is None:
+        raise InfeasiblePlanError(-1, f"{space.model.name} fits no plan on {space.cluster.name}:"
+                                  " no candidate placement exists")
+    plan, cost = closest
+    try:
+        check_memory(plan, cost)
+    except InfeasiblePlanError as err:
+        raise InfeasiblePlanError(
+            err.stage, f"{space.model.name} fits no plan on {space.cluster.name}; the closest "
+            f"candidate fails: {err.reason}", err.shortfall_bytes) from err
+    raise InfeasiblePlanError(-1, "no feasible plan found within the search budget")

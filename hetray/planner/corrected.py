@@ -4,6 +4,11 @@ The forest only corrects plans whose slowest device model appears in its trainin
 other plans keep the analytical prediction (a forest trained on CPU layers says nothing about
 an H100 pipeline, and trees cannot extrapolate).
 
+:class:`CostModelServer` serves these predictions to search workers (on Ray it is one
+actor, ``hetray.actors.planner``): measurements are split once into train and held-out sets
+by position (:func:`~hetray.planner.rf_model.fit_with_holdout`), so the MAPE it reports is
+on points the forest never saw.
+
 Example:
     >>> from hetray.cluster.loader import load_cluster_spec
     >>> from hetray.planner.model_spec import PRESETS
@@ -15,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 
@@ -23,9 +29,17 @@ from hetray.core.errors import InfeasiblePlanError
 from hetray.planner import cost_model
 from hetray.planner.measurements import Measurement
 from hetray.planner.model_spec import ModelSpec
-from hetray.planner.plan import Plan, validate_plan
-from hetray.planner.rf_model import ResidualForest
+from hetray.planner.plan import Plan, node_group_of, validate_plan
+from hetray.planner.rf_model import (
+    FitReport,
+    ForestConfig,
+    ResidualForest,
+    fit_with_holdout,
+    split_holdout,
+)
 from hetray.planner.scoring import Evaluator
+
+logger = logging.getLogger(__name__)
 
 
 def plan_record(plan: Plan, cluster: ClusterSpec, model: ModelSpec, cost: cost_model.Cost,
@@ -54,8 +68,7 @@ def plan_record(plan: Plan, cluster: ClusterSpec, model: ModelSpec, cost: cost_m
 def _min_link(plan: Plan, cluster: ClusterSpec) -> float:
     rates = []
     for a, b in zip(plan.stages, plan.stages[1:], strict=False):
-        per_node = next(g.devices_per_node for g in cluster.cluster(a.devices.cluster).node_groups
-                        if g.name == a.devices.node_group)
+        per_node = node_group_of(cluster, a.devices).devices_per_node
         _, link = cost_model.link_between(cluster, a.devices, b.devices, per_node)
         rates.append(link.bandwidth_bytes_per_s)
     return min(rates, default=0.0)
@@ -93,3 +106,63 @@ def corrected_evaluator(cluster: ClusterSpec, model: ModelSpec, forest: Residual
         return [t for t, _ in corrected_step_s(plans, cluster, model, forest, known_devices)]
 
     return evaluate
+
+
+class CostModelServer:
+    """Batched RF-corrected predictions for one (cluster, model); refits on new measurements.
+
+    Args:
+        cluster: the spec plans are made for.
+        model: the model.
+        measurements: initial measurements (fitted at once).
+        holdout_every: every ``holdout_every``-th measurement is held out for the MAPE.
+        forest_config: forest hyper-parameters.
+    """
+
+    def __init__(self, cluster: ClusterSpec, model: ModelSpec,
+                 measurements: Sequence[Measurement] = (), holdout_every: int = 4,
+                 forest_config: ForestConfig | None = None) -> None:
+        self.cluster, self.model = cluster, model
+        self.holdout_every, self.forest_config = holdout_every, forest_config or ForestConfig()
+        self.records: list[Measurement] = []
+        self.forest: ResidualForest | None = None
+        self._known: frozenset[str] = frozenset()
+        self.fit_report = FitReport(num_train=0, num_holdout=0, mape_analytical=math.nan,
+                                    mape_rf=math.nan)
+        if measurements:
+            self.add_measurements(measurements)
+
+    def ping(self) -> bool:
+        """Liveness check."""
+        return True
+
+    def add_measurements(self, records: Sequence[Measurement]) -> FitReport:
+        """Add measured records, refit the forest, report held-out MAPE."""
+        self.records.extend(records)
+        self.forest, self.fit_report = fit_with_holdout(self.records, self.holdout_every,
+                                                        self.forest_config)
+        train, _ = split_holdout(self.records, self.holdout_every)
+        self._known = frozenset(r.device_model for r in train)
+        logger.info("cost model refitted: %s", self.fit_report)
+        return self.fit_report
+
+    def report(self) -> FitReport:
+        """Held-out MAPE of the analytical and RF-corrected predictions."""
+        return self.fit_report
+
+    def known_devices(self) -> frozenset[str]:
+        """Device models the forest was fitted on."""
+        return self._known
+
+    def predict(self, plans: Sequence[Plan]) -> list[float]:
+        """Predicted step seconds per plan (``inf`` when it cannot run)."""
+        return [t for t, _ in self.predict_with_uncertainty(plans)]
+
+    def predict_with_uncertainty(self, plans: Sequence[Plan]) -> list[tuple[float, float]]:
+        """(step seconds, per-tree std of the log residual) per plan."""
+        return corrected_step_s(plans, self.cluster, self.model, self.forest,
+                                self.known_devices())
+
+    def shutdown(self) -> None:
+        """Drop the forest and data."""
+        self.forest, self.records, self._known = None, [], frozenset()

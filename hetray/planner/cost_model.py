@@ -37,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from hetray.accel.specs import AcceleratorSpec
@@ -45,7 +46,9 @@ from hetray.core.errors import InfeasiblePlanError
 from hetray.core.units import GIB
 from hetray.pipeline.simulator import PipelineTimings, SimResult, Transfer, simulate
 from hetray.planner.model_spec import DType, ModelSpec
-from hetray.planner.plan import DeviceGroup, Plan, StagePlan
+from hetray.planner.plan import DeviceGroup, Plan, StagePlan, node_group_of
+
+logger = logging.getLogger(__name__)
 
 #: Best fraction of peak a dense transformer layer reaches (large matmuls).
 E_MAX = 0.6
@@ -162,13 +165,6 @@ def link_between(cluster: ClusterSpec, a: DeviceGroup, b: DeviceGroup,
     return kind, cluster.link(a.cluster, a.cluster, kind)
 
 
-def _per_node(cluster: ClusterSpec, group: DeviceGroup) -> int:
-    for node_group in cluster.cluster(group.cluster).node_groups:
-        if node_group.name == group.node_group:
-            return node_group.devices_per_node
-    raise InfeasiblePlanError(-1, f"no node group {group.node_group!r} in {group.cluster!r}")
-
-
 def stage_params(model: ModelSpec, stage: StagePlan, first: bool, last: bool) -> float:
     """Parameters held by ``stage`` (embedding on the first, LM head on the last)."""
     return (stage.num_layers * model.layer_params
@@ -190,7 +186,7 @@ def _stage_compute(model: ModelSpec, stage: StagePlan, spec: AcceleratorSpec, ba
 
 def _stage_cost(plan: Plan, cluster: ClusterSpec, model: ModelSpec, index: int) -> StageCost:
     stage, last = plan.stages[index], index == len(plan.stages) - 1
-    group, per_node = stage.devices, _per_node(cluster, stage.devices)
+    group, per_node = stage.devices, node_group_of(cluster, stage.devices, index).devices_per_node
     spec = device_spec(group.device_model)
     batch = plan.microbatch_size / stage.dp
     fwd, rate = _stage_compute(model, stage, spec, batch, last)
@@ -229,8 +225,9 @@ def _timings(plan: Plan, cluster: ClusterSpec, model: ModelSpec,
     hops = [stage.hop for stage in stages[:-1] if stage.hop is not None]
     wrap = hops[0] if hops else Transfer(latency_s=0.0, bytes_per_s=1.0, num_bytes=0.0)
     if p > 2:
-        kind, link = link_between(cluster, plan.stages[-1].devices, plan.stages[0].devices,
-                                  _per_node(cluster, plan.stages[-1].devices))
+        last = plan.stages[-1].devices
+        kind, link = link_between(cluster, last, plan.stages[0].devices,
+                                  node_group_of(cluster, last, p - 1).devices_per_node)
         wrap = _transfer(plan, model, p - 1, kind, link)
     return PipelineTimings(
         forward_s=tuple(s.forward_s for s in stages),

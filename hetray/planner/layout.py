@@ -32,7 +32,7 @@ from hetray.cluster.spec import ClusterSpec
 from hetray.core.errors import ConfigError
 from hetray.pipeline.layout import Location, PipelineLayout, StageLayout, chunk_layer_ranges
 from hetray.pipeline.reshard import row_shares
-from hetray.planner.plan import Plan, StagePlan
+from hetray.planner.plan import Plan, StagePlan, node_group_of
 
 logger = logging.getLogger(__name__)
 
@@ -43,15 +43,6 @@ def _replica_locations(stage: StagePlan, devices_per_node: int) -> tuple[Locatio
     return tuple(Location(group.cluster, f"{group.node_group}/"
                           f"{(group.first_device + i * stage.tp) // devices_per_node}")
                  for i in range(stage.dp))
-
-
-def _devices_per_node(cluster: ClusterSpec, stage: StagePlan) -> int:
-    found = cluster.cluster(stage.devices.cluster)
-    for group in found.node_groups:
-        if group.name == stage.devices.node_group:
-            return group.devices_per_node
-    raise ConfigError("layout_from_plan", "devices.node_group", stage.devices.node_group,
-                      str([g.name for g in found.node_groups]))
 
 
 def layout_from_plan(plan: Plan, cluster: ClusterSpec,
@@ -65,7 +56,8 @@ def layout_from_plan(plan: Plan, cluster: ClusterSpec,
             equal); each micro-batch's rows are split in proportion to them.
 
     Raises:
-        ConfigError: speeds do not match the stages' dp, or an unknown node group.
+        ConfigError: speeds do not match the stages' dp.
+        InfeasiblePlanError: a stage's devices are in no node group of ``cluster``.
     """
     speeds = replica_speeds or [(1.0,) * s.dp for s in plan.stages]
     if len(speeds) != len(plan.stages) or any(
@@ -76,6 +68,7 @@ def layout_from_plan(plan: Plan, cluster: ClusterSpec,
     stages = tuple(
         StageLayout(rank=r, chunk_layers=tuple(layers[r]),
                     row_shares=row_shares(plan.microbatch_size, speeds[r]),
-                    locations=_replica_locations(stage, _devices_per_node(cluster, stage)))
+                    locations=_replica_locations(
+                        stage, node_group_of(cluster, stage.devices, r).devices_per_node))
         for r, stage in enumerate(plan.stages))
     return PipelineLayout(stages=stages, num_microbatches=plan.num_microbatches)

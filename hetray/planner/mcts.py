@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hetray.planner.scoring import Evaluator, Scorer, SearchResult
-from hetray.planner.space import NUM_LEVELS, Principle, SearchSpace
+from hetray.planner.space import Principle, SearchSpace
+from hetray.planner.state import LAYERS_DECIDED, SearchState
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class SearchConfig:
 
 @dataclass(slots=True)
 class _Node:
-    state: tuple[Any, ...]
+    state: SearchState
     children: list[_Node] = field(default_factory=list)
     visits: int = 0
     total: float = 0.0
@@ -89,15 +90,15 @@ class _Search:
     def __init__(self, space: SearchSpace, scorer: Scorer, config: SearchConfig) -> None:
         self.space, self.scorer, self.config = space, scorer, config
         self.rng = random.Random(config.seed)
-        self.options_cache: dict[tuple[Any, ...], list[Any]] = {}
-        self.root = _Node(state=())
+        self.options_cache: dict[SearchState, list[Any]] = {}
+        self.root = _Node(state=SearchState())
 
-    def options(self, state: tuple[Any, ...]) -> list[Any]:
+    def options(self, state: SearchState) -> list[Any]:
         if state not in self.options_cache:
             self.options_cache[state] = self.space.options(state)
         return self.options_cache[state]
 
-    def bounded_out(self, state: tuple[Any, ...]) -> bool:
+    def bounded_out(self, state: SearchState) -> bool:
         if self.space.lower_bound_s(state) >= self.scorer.best_s:
             self.space.pruned[Principle.BOUND.value] += 1
             return True
@@ -110,9 +111,9 @@ class _Search:
         allowed = len(opts) if force else math.ceil(
             config.widening_k * max(node.visits, 1) ** config.widening_alpha)
         while len(node.children) < min(allowed, len(opts)):
-            child = _Node(state=(*node.state, opts[len(node.children)]))
+            child = _Node(state=node.state.extend(opts[len(node.children)]))
             node.children.append(child)
-            if len(child.state) == 5 and self.bounded_out(child.state):
+            if child.state.level == LAYERS_DECIDED and self.bounded_out(child.state):
                 child.dead = True
                 continue
             return child
@@ -129,7 +130,7 @@ class _Search:
     def select(self) -> list[_Node] | None:
         node, path = self.root, [self.root]
         best = 1.0 / self.scorer.best_s if math.isfinite(self.scorer.best_s) else 0.0
-        while len(node.state) < NUM_LEVELS:
+        while not node.state.complete:
             child = self._widen(node)
             if child is None:
                 live = [c for c in node.children if not c.dead]
@@ -144,18 +145,18 @@ class _Search:
                 break
         return path
 
-    def rollout(self, state: tuple[Any, ...], budget: list[int]) -> tuple[Any, ...] | None:
+    def rollout(self, state: SearchState, budget: list[int]) -> SearchState | None:
         """Greedy (epsilon-random) completion by depth-first search; None on a dead end."""
-        if len(state) == NUM_LEVELS:
+        if state.complete:
             return state
-        if budget[0] <= 0 or (len(state) == 5 and self.bounded_out(state)):
+        if budget[0] <= 0 or (state.level == LAYERS_DECIDED and self.bounded_out(state)):
             return None
         budget[0] -= 1
         opts = list(self.options(state))
         if opts and self.rng.random() < self.config.epsilon:
             opts.insert(0, opts.pop(self.rng.randrange(len(opts))))
         for option in opts:
-            done = self.rollout((*state, option), budget)
+            done = self.rollout(state.extend(option), budget)
             if done is not None:
                 return done
         return None
@@ -182,7 +183,7 @@ class _Search:
             for node in path:
                 node.total += reward
                 node.best = max(node.best, reward)
-            if len(path[-1].state) == NUM_LEVELS:
+            if path[-1].state.complete:
                 path[-1].dead = True  # a complete plan needs no second visit
         return True
 

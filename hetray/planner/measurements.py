@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ from pathlib import Path
 import pandas as pd
 
 from hetray.core.errors import ProfileDataError
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 KINDS = ("layer", "step")

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,8 @@ import yaml
 
 from hetray.accel.specs import Precision
 from hetray.core.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -27,6 +28,8 @@ from typing import Any
 from hetray.cluster.spec import ClusterSpec, NodeGroup
 from hetray.core.errors import ConfigError, InfeasiblePlanError
 from hetray.pipeline.schedules import Schedule
+
+logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 
@@ -110,7 +113,17 @@ class Plan:
         return sum(stage.devices.count for stage in self.stages)
 
 
-def _node_group(cluster: ClusterSpec, group: DeviceGroup, index: int) -> NodeGroup:
+def node_group_of(cluster: ClusterSpec, group: DeviceGroup, index: int = -1) -> NodeGroup:
+    """The node group of ``cluster`` that ``group`` lies in.
+
+    Args:
+        cluster: the spec.
+        group: devices of one node group.
+        index: the stage ``group`` belongs to, for errors (-1: none).
+
+    Raises:
+        InfeasiblePlanError: unknown cluster or node group, or another device model there.
+    """
     try:
         found = cluster.cluster(group.cluster)
     except KeyError as err:
@@ -175,7 +188,7 @@ def validate_plan(plan: Plan, cluster: ClusterSpec, num_layers: int) -> None:
     used: set[tuple[str, str, int]] = set()
     expected_start = 0
     for index, stage in enumerate(plan.stages):
-        _check_stage(stage, index, _node_group(cluster, stage.devices, index))
+        _check_stage(stage, index, node_group_of(cluster, stage.devices, index))
         group = stage.devices
         devices = {(group.cluster, group.node_group, d)
                    for d in range(group.first_device, group.first_device + group.count)}

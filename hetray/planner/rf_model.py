@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from skops import io as skops_io
 
 from hetray.core.errors import ProfileDataError
 from hetray.planner.measurements import Measurement
+
+logger = logging.getLogger(__name__)
 
 #: Feature names, in column order (logs of sizes and times, raw ratios).
 FEATURES = (
@@ -137,3 +140,51 @@ def load_forest(path: str | Path) -> ResidualForest:
     if untrusted:
         raise ProfileDataError(str(path), f"refusing to load untrusted types {untrusted}")
     return ResidualForest(skops_io.load(str(path), trusted=_TRUSTED))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FitReport:
+    """How well a forest fitted on part of the measurements predicts the rest.
+
+    Attributes:
+        num_train: measurements it was fitted on.
+        num_holdout: measurements held out.
+        mape_analytical: held-out MAPE of the analytical model, percent (nan without data).
+        mape_rf: held-out MAPE after the RF correction, percent (nan without data).
+    """
+
+    num_train: int
+    num_holdout: int
+    mape_analytical: float
+    mape_rf: float
+
+
+def split_holdout(records: Sequence[Measurement], holdout_every: int
+                  ) -> tuple[list[Measurement], list[Measurement]]:
+    """(train, held out): record ``i`` is held out when ``i % holdout_every == 1``."""
+    train = [r for i, r in enumerate(records) if i % holdout_every != 1]
+    return train, [r for i, r in enumerate(records) if i % holdout_every == 1]
+
+
+def fit_with_holdout(records: Sequence[Measurement], holdout_every: int = 4,
+                     config: ForestConfig | None = None
+                     ) -> tuple[ResidualForest | None, FitReport]:
+    """Fit on the training part of :func:`split_holdout`; report MAPE on the held-out part.
+
+    Args:
+        records: the measurements, in the order they were taken.
+        holdout_every: ``k``; record ``i`` is held out when ``i % k == 1``.
+        config: forest hyper-parameters.
+
+    Returns:
+        The forest (None with fewer than 2 training records) and its held-out report.
+    """
+    train, holdout = split_holdout(records, holdout_every)
+    forest = ResidualForest.fit(train, config) if len(train) >= 2 else None
+    if not holdout or forest is None:
+        return forest, FitReport(num_train=len(train), num_holdout=len(holdout),
+                                 mape_analytical=math.nan, mape_rf=math.nan)
+    measured = [r.measured_s for r in holdout]
+    return forest, FitReport(num_train=len(train), num_holdout=len(holdout),
+                             mape_analytical=mape([r.analytical_s for r in holdout], measured),
+                             mape_rf=mape(forest.predict_s(holdout), measured))

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from hetray.core.errors import InfeasiblePlanError
 from hetray.planner import cost_model
 from hetray.planner.model_spec import ModelSpec
 from hetray.planner.plan import Plan, validate_plan
+
+logger = logging.getLogger(__name__)
 
 #: Batch of plans -> predicted step seconds (``math.inf`` = infeasible).
 Evaluator = Callable[[Sequence[Plan]], list[float]]

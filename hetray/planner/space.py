@@ -1,14 +1,9 @@
 """The principle-filtered decision space that MCTS and the exhaustive baseline both search.
 
-A state is the tuple of decisions taken so far, in this fixed order (level: value)::
-
-    0 p           number of stages                       int
-    1 order       clusters in pipeline order              tuple[str, ...]
-    2 groups      device group of every stage             tuple[DeviceGroup, ...]
-    3 tp          tensor-parallel degree per stage        tuple[int, ...]   (dp = count / tp)
-    4 layers      layers per stage                        tuple[int, ...]
-    5 m           micro-batches                           int
-    6 chunks      (v, schedule, recompute)                tuple[int, Schedule, bool]
+A state (:class:`~hetray.planner.state.SearchState`) holds the decisions taken so far, level
+by level: stage count, cluster order, device groups, tp per stage, layers per stage,
+micro-batches, then chunks / schedule / recomputation; :meth:`SearchSpace.options` lists the
+legal values of the next decision.
 
 Principles filter the options of each level; :class:`Principle` names them and
 :attr:`SearchSpace.pruned` counts the branches each removed (the ``--explain`` output):
@@ -32,6 +27,7 @@ from __future__ import annotations
 import enum
 import functools
 import itertools
+import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -41,10 +37,12 @@ from typing import Any
 from hetray.cluster.spec import ClusterSpec, LinkClass, NodeGroup, device_spec
 from hetray.pipeline.schedules import Schedule
 from hetray.planner import cost_model
+from hetray.planner.memory import MemoryLoad, stage_free_bytes
 from hetray.planner.model_spec import ModelSpec
-from hetray.planner.plan import DeviceGroup, Plan, StagePlan
+from hetray.planner.plan import DeviceGroup, Plan, StagePlan, node_group_of
+from hetray.planner.state import ChunkChoice, SearchState, decided
 
-NUM_LEVELS = 7
+logger = logging.getLogger(__name__)
 
 
 class Principle(str, enum.Enum):
@@ -131,21 +129,20 @@ class SearchSpace:
         if count > 0:
             self.pruned[principle.value] += count
 
-    def options(self, state: tuple[Any, ...]) -> list[Any]:
+    def options(self, state: SearchState) -> list[Any]:
         """Legal values of the next decision after ``state``, most promising first."""
-        level = len(state)
         handlers = (self._stage_counts, self._orders, self._groups, self._tps, self._layers,
                     self._microbatches, self._chunks)
-        return handlers[level](state)
+        return handlers[state.level](state)
 
     # level 0
-    def _stage_counts(self, state: tuple[Any, ...]) -> list[Any]:
+    def _stage_counts(self, state: SearchState) -> list[Any]:
         limit = min(self.config.max_stages, self.model.num_layers, self.cluster.num_devices)
         return list(range(1, limit + 1))
 
     # level 1
-    def _orders(self, state: tuple[Any, ...]) -> list[Any]:
-        (p,) = state
+    def _orders(self, state: SearchState) -> list[Any]:
+        p = decided(state.num_stages)
         names = [c.name for c in self.cluster.clusters]
         out = []
         for k in range(1, min(p, len(names)) + 1):
@@ -181,8 +178,8 @@ class SearchSpace:
         return [o for o in orders if self._cut_s(o) <= best * (1 + 1e-9)]
 
     # level 2
-    def _groups(self, state: tuple[Any, ...]) -> list[Any]:
-        p, order = state
+    def _groups(self, state: SearchState) -> list[Any]:
+        p, order = decided(state.num_stages), decided(state.order)
         out = []
         for counts in self._compositions(p, order):
             per_cluster = [self._cluster_groups(name, k) for name, k in zip(order, counts,
@@ -227,8 +224,8 @@ class SearchSpace:
         return out
 
     # level 3
-    def _tps(self, state: tuple[Any, ...]) -> list[Any]:
-        groups = state[2]
+    def _tps(self, state: SearchState) -> list[Any]:
+        groups = decided(state.groups)
         sizes = [[t for t in (1, 2, 4, 8, 16, 32) if t <= g.count and g.count % t == 0]
                  for g in groups]
         allowed = [[t for t in ts if self._per_node(g) % t == 0]
@@ -243,8 +240,7 @@ class SearchSpace:
         return chain
 
     def _per_node(self, group: DeviceGroup) -> int:
-        return next(g.devices_per_node for g in self.cluster.cluster(group.cluster).node_groups
-                    if g.name == group.node_group)
+        return node_group_of(self.cluster, group).devices_per_node
 
     def _tp_chain(self, groups: tuple[DeviceGroup, ...],
                   allowed: list[list[int]]) -> list[tuple[int, ...]]:
@@ -268,16 +264,7 @@ class SearchSpace:
     def headroom(self, groups: Sequence[DeviceGroup], tps: tuple[int, ...],
                  layers: Sequence[int]) -> list[float]:
         """Optimistic free bytes per device and stage (1 sequence per replica, 1F1B, recompute)."""
-        p, out = len(groups), []
-        for i, (group, tp, num) in enumerate(zip(groups, tps, layers, strict=True)):
-            stage = StagePlan(devices=group, dp=group.count // tp, tp=tp, layer_start=0,
-                              layer_end=num)
-            params = cost_model.stage_params(self.model, stage, i == 0, i == p - 1) / tp
-            act = cost_model.activation_bytes(self.model, stage, 1, True, 1, p - i)
-            need = cost_model.STATE_BYTES_PER_PARAM * params + act
-            have = cost_model.USABLE_MEMORY_FRACTION * device_spec(group.device_model).memory_bytes
-            out.append(have - need)
-        return out
+        return stage_free_bytes(self.model, self.global_batch, groups, tps, layers, MemoryLoad())
 
     # level 4
     def balanced_layers(self, groups: Sequence[DeviceGroup],
@@ -300,8 +287,8 @@ class SearchSpace:
             counts[i] -= 1
         return tuple(counts)
 
-    def _layers(self, state: tuple[Any, ...]) -> list[Any]:
-        groups, tps = state[2], state[3]
+    def _layers(self, state: SearchState) -> list[Any]:
+        groups, tps = decided(state.groups), decided(state.tps)
         if not self.config.principles:
             return self._all_splits(len(groups))
         base = self.balanced_layers(groups, tps)
@@ -325,8 +312,8 @@ class SearchSpace:
                 for cuts in itertools.combinations(range(1, total), p - 1)]
 
     # level 5
-    def _microbatches(self, state: tuple[Any, ...]) -> list[Any]:
-        p, groups, tps = state[0], state[2], state[3]
+    def _microbatches(self, state: SearchState) -> list[Any]:
+        p, groups, tps = decided(state.num_stages), decided(state.groups), decided(state.tps)
         dps = [g.count // tp for g, tp in zip(groups, tps, strict=True)]
         valid = [m for m in range(1, min(self.global_batch, self.config.max_microbatches) + 1)
                  if self.global_batch % m == 0
@@ -343,27 +330,18 @@ class SearchSpace:
         self._prune(Principle.MEMORY, len(keep) - len(fits))
         return sorted(fits, key=proxy)
 
-    def _fits(self, state: tuple[Any, ...], m: int, v: int, recompute: bool) -> bool:
+    def _fits(self, state: SearchState, m: int, v: int, recompute: bool) -> bool:
         """Memory estimate with the real per-replica batch and the schedule's in-flight count."""
-        p, groups, tps, layers = state[0], state[2], state[3], state[4]
-        for i, (group, tp, num) in enumerate(zip(groups, tps, layers, strict=True)):
-            dp, batch = group.count // tp, self.global_batch / m
-            stage = StagePlan(devices=group, dp=dp, tp=tp, layer_start=0, layer_end=num)
-            params = cost_model.stage_params(self.model, stage, i == 0, i == p - 1) / tp
-            chunks = min(p - i, m) if v == 1 else min(2 * (p - i - 1) + (v - 1) * p + 1, m * v)
-            need = (cost_model.STATE_BYTES_PER_PARAM * params + cost_model.activation_bytes(
-                self.model, stage, batch / dp, recompute, v, chunks))
-            if i == p - 1:
-                need += 4.0 * batch / dp * self.model.seq_len * self.model.vocab_size / tp
-            spec = device_spec(group.device_model)
-            if need > cost_model.USABLE_MEMORY_FRACTION * spec.memory_bytes:
-                return False
-        return True
+        load = MemoryLoad(num_microbatches=m, num_chunks=v, recompute=recompute)
+        free = stage_free_bytes(self.model, self.global_batch, decided(state.groups),
+                                decided(state.tps), decided(state.layers), load)
+        return min(free) >= 0
 
     # level 6
-    def _chunks(self, state: tuple[Any, ...]) -> list[Any]:
-        p, order, layers, m = state[0], state[1], state[4], state[5]
-        out: list[tuple[int, Schedule, bool]] = []
+    def _chunks(self, state: SearchState) -> list[Any]:
+        p, order = decided(state.num_stages), decided(state.order)
+        layers, m = decided(state.layers), decided(state.num_microbatches)
+        out: list[ChunkChoice] = []
         for v in sorted(self.config.chunk_options, reverse=True):  # smaller bubble first
             if v > 1 and (p == 1 or m % p or min(layers) < v):
                 self._prune(Principle.MICROBATCHES, 1)
@@ -373,31 +351,34 @@ class SearchSpace:
                 self._prune(Principle.MEMORY, 1)
                 continue
             if v == 1:
-                out.append((1, Schedule.ONE_F_ONE_B, recompute))
+                out.append(ChunkChoice(num_chunks=1, schedule=Schedule.ONE_F_ONE_B,
+                                       recompute=recompute))
                 continue
-            out.append((v, Schedule.INTERLEAVED, recompute))
+            out.append(ChunkChoice(num_chunks=v, schedule=Schedule.INTERLEAVED,
+                                   recompute=recompute))
             if len(order) > 1:
-                out.append((v, Schedule.VIRTUAL_1F1B, recompute))
+                out.append(ChunkChoice(num_chunks=v, schedule=Schedule.VIRTUAL_1F1B,
+                                       recompute=recompute))
         return out
 
-    def build(self, state: tuple[Any, ...]) -> Plan:
+    def build(self, state: SearchState) -> Plan:
         """The plan of a complete state."""
-        _, _, groups, tps, layers, m, (v, schedule, recompute) = state
-        stages, start = [], 0
-        for group, tp, num in zip(groups, tps, layers, strict=True):
+        chunks, stages, start = decided(state.chunks), [], 0
+        for group, tp, num in zip(decided(state.groups), decided(state.tps),
+                                  decided(state.layers), strict=True):
             stages.append(StagePlan(devices=group, dp=group.count // tp, tp=tp,
                                     layer_start=start, layer_end=start + num))
             start += num
-        return Plan(stages=tuple(stages), global_batch=self.global_batch, num_microbatches=m,
-                    num_chunks=v, schedule=schedule, recompute=recompute)
+        return Plan(stages=tuple(stages), global_batch=self.global_batch,
+                    num_microbatches=decided(state.num_microbatches), num_chunks=chunks.num_chunks,
+                    schedule=chunks.schedule, recompute=chunks.recompute)
 
-    def lower_bound_s(self, state: tuple[Any, ...]) -> float:
+    def lower_bound_s(self, state: SearchState) -> float:
         """Optimistic step seconds once layers are fixed: busiest stage's compute at E_MAX."""
-        if len(state) < 5:
+        groups, tps, layers = state.groups, state.tps, state.layers
+        if groups is None or tps is None or layers is None:
             return 0.0
-        groups, tps, layers = state[2], state[3], state[4]
         flops = [3 * n * self.model.layer_forward_flops(self.global_batch / (g.count // tp))
                  / (tp * self._peak(g.device_model) * cost_model.E_MAX)
                  for g, tp, n in zip(groups, tps, layers, strict=True)]
         return max(flops)
-

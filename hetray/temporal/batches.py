@@ -68,7 +68,9 @@ def sample_batch(
         eids: int64 (B,) event ids of the batch.
         index: batch number.
         num_neighbors: ``K`` (0 for models that read no neighbours).
-        neg_stream: identifies the negative draw, e.g. ``(epoch,)``; ``index`` is appended.
+        neg_stream: identifies the negative draw of this batch (the caller's key, e.g.
+            ``(pass kind, epoch, index)``): negatives come from
+            ``default_rng((seed, *neg_stream))``.
         seed: run seed.
     """
     start = time.perf_counter()
@@ -100,18 +102,18 @@ class NeighbourFeatures:
         return replace(batch, nbr_feat=self.feat, feature_s=self.seconds)
 
 
-def gather_features(batch: SampledBatch, edge_feat: np.ndarray) -> NeighbourFeatures:
-    """Stage 2: the features of every sampled neighbour event (zeros where masked).
+def neighbour_features(nbrs: Neighbours, edge_feat: np.ndarray) -> NeighbourFeatures:
+    """Stage 2: the features float32 (R, K, D_e) of sampled neighbour events (0 where masked).
 
     Args:
-        batch: a sampled batch.
+        nbrs: the neighbours of a batch's ``R`` roots.
         edge_feat: float32 (E, D_e) all edge features.
     """
     start = time.perf_counter()
-    feat = (edge_feat[batch.nbrs.eid] * batch.nbrs.mask[..., None]).astype(np.float32)
+    feat = (edge_feat[nbrs.eid] * nbrs.mask[..., None]).astype(np.float32)
     return NeighbourFeatures(feat=feat, seconds=time.perf_counter() - start)
 
 
 def fetch_features(batch: SampledBatch, edge_feat: np.ndarray) -> SampledBatch:
     """Stage 2 inline: a copy of ``batch`` with ``nbr_feat`` float32 (R, K, D_e) set."""
-    return gather_features(batch, edge_feat).attach(batch)
+    return neighbour_features(batch.nbrs, edge_feat).attach(batch)

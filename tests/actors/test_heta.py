@@ -1,17 +1,19 @@
-"""Partition holders on the shared local Ray: real gloo all-reduce, checkpoint restarts."""
+"""Heta's holders as Ray actors (RayBackend): real gloo all-reduce, checkpoint restarts."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
-import ray
-import torch
-from hetray.actors.hgnn_driver import HgnnDriver
-from hetray.actors.partition import PartitionHolderGroup
+from hetray.actors.heta import RayBackend
 
 from hetray.graph import synthetic_mag
-from hetray.heta.holder import HolderConfig, HolderCore, LocalCollective, Mode
-from hetray.heta.models import ConvKind, ModelConfig
+from hetray.heta.driver import HetaDriver
+from hetray.heta.holder import HolderConfig, Mode, shared_owners
+from hetray.heta.models import ConvKind
 from hetray.heta.raf import TrainConfig, epoch_batches
+from hetray.heta.worker import HolderWorker
+from tests.unit.heta.reference import assert_same, exact_config, gathered, single_process
 
 EPOCHS = 2
 
@@ -21,78 +23,63 @@ def graph():
     return synthetic_mag(num_edges=20_000, seed=2)
 
 
-def config(conv: ConvKind) -> TrainConfig:
-    return TrainConfig(model=ModelConfig(conv=conv, hidden_dim=16, fanouts=(4, 3), seed=1,
-                                         float64=True), batch_size=64, lr=0.02)
+@contextmanager
+def ray_holders(graph, cfg: HolderConfig, tmp_path, **driver_options):
+    group = RayBackend().holders(graph, cfg, shared_owners(graph, cfg), holder_cpus=1)
+    try:
+        yield HetaDriver(group, graph, cfg, checkpoint_dir=tmp_path, **driver_options)
+    finally:
+        group.shutdown()
 
 
-def single_process(hg, train: TrainConfig) -> dict[str, torch.Tensor]:
-    core = HolderCore(hg, HolderConfig(mode=Mode.RAF, train=train, num_partitions=1), 0)
-    for epoch in range(EPOCHS):
-        batches = epoch_batches(hg.train_idx, train.batch_size, train.model.seed, epoch)
-        for i, seeds in enumerate(batches):
-            core.train_step(seeds, epoch * len(batches) + i, LocalCollective())
-    return core.parameters()
-
-
-def gathered(group: PartitionHolderGroup) -> dict[str, torch.Tensor]:
-    params = {}
-    for part in group.execute("parameters"):
-        params.update(part)
-    return params
-
-
-def assert_same(expected, actual):
-    assert expected.keys() == actual.keys()
-    for name, value in expected.items():
-        assert torch.allclose(value, actual[name], atol=1e-5), name
+def reference(graph, train: TrainConfig):
+    return single_process(graph, train, EPOCHS)[0].parameters()
 
 
 @pytest.mark.parametrize(("conv", "num_parts"), [(ConvKind.RGCN, 2), (ConvKind.RGAT, 3)])
 def test_raf_holders_equal_single_process(ray_shared, graph, tmp_path, conv, num_parts):
-    train = config(conv)
+    train = exact_config(conv)
     cfg = HolderConfig(mode=Mode.RAF, train=train, num_partitions=num_parts)
-    with PartitionHolderGroup.create(graph, cfg, checkpoint_dir=tmp_path, num_cpus=1) as group:
-        assert group.health_check() == list(range(num_parts))
-        driver = HgnnDriver(group, graph)
+    with ray_holders(graph, cfg, tmp_path) as driver:
+        assert driver.health_check() == list(range(num_parts))
         reports = [driver.run_epoch() for _ in range(EPOCHS)]
         assert reports[-1].bytes_sent > 0
-        assert_same(single_process(graph, train), gathered(group))
+        assert_same(reference(graph, train),
+                    gathered(driver.group.execute(HolderWorker.parameters)))
 
 
 def test_killed_holder_restarts_from_checkpoint(ray_shared, graph, tmp_path):
-    train = config(ConvKind.RGCN)
+    train = exact_config(ConvKind.RGCN)
     cfg = HolderConfig(mode=Mode.RAF, train=train, num_partitions=2)
-    with PartitionHolderGroup.create(graph, cfg, checkpoint_dir=tmp_path, num_cpus=1) as group:
-        driver = HgnnDriver(group, graph, checkpoint_every=2)
+    with ray_holders(graph, cfg, tmp_path, checkpoint_every=2) as driver:
         driver.run_epoch()
         driver.checkpoint()
         for _ in range(3):
             assert driver.step()
-        ray.kill(group.holder_actors[1], no_restart=True)
+        driver.group.kill(1)
         report = driver.run_epoch()
         assert report.restarts == 1
         assert driver.epoch == EPOCHS
-        assert group.health_check() == [0, 1]
-        assert_same(single_process(graph, train), gathered(group))
+        assert driver.health_check() == [0, 1]
+        assert_same(reference(graph, train),
+                    gathered(driver.group.execute(HolderWorker.parameters)))
 
 
 def run_vanilla(graph, train: TrainConfig, tmp_path, cache_bytes: int):
     cfg = HolderConfig(mode=Mode.VANILLA, train=train, num_partitions=2,
                        node_partition="random", cache_bytes=cache_bytes)
-    with PartitionHolderGroup.create(graph, cfg, checkpoint_dir=tmp_path, num_cpus=1) as group:
-        driver = HgnnDriver(group, graph)
+    with ray_holders(graph, cfg, tmp_path) as driver:
         reports = [driver.run_epoch() for _ in range(EPOCHS)]
         assert driver.accuracy(graph.test_idx) > 0.3
-        return reports, group.execute("parameters"), driver.counters()
+        return reports, driver.group.execute(HolderWorker.parameters), driver.counters()
 
 
 def test_vanilla_holders_compute_the_same_model_and_move_more_bytes(ray_shared, graph,
                                                                    tmp_path):
-    train = config(ConvKind.RGCN)
+    train = exact_config(ConvKind.RGCN)
     reports, replicas, _ = run_vanilla(graph, train, tmp_path, 0)
     # counter-based sampling: each vanilla worker computes RAF's function on its seeds
-    expected = single_process(graph, train)
+    expected = reference(graph, train)
     assert_same(expected, replicas[0])
     assert_same(replicas[0], replicas[1])
     steps = len(epoch_batches(graph.train_idx, train.batch_size, 1, 0))

@@ -1,13 +1,17 @@
-"""Memory-store actors: version gate under concurrent readers and writers, checkpoints."""
+"""The memory-store protocol on Ray shard actors (hetray.actors.mspipe.RayBackend): version
+gate under concurrent readers and writers, writes riding with reads, a killed actor restored
+from its checkpoint, the final checkpoint at shutdown."""
 
 from __future__ import annotations
-
-import asyncio
-import re
 
 import numpy as np
 import pytest
 
+from hetray.core.errors import MemoryStoreError
+from hetray.core.group import WorkerInit
+from hetray.mspipe.staleness import Recovery
+from hetray.mspipe.store import MemoryShard, MemoryStoreWorker, checkpoint_path
+from hetray.mspipe.store_client import MemoryStoreClient
 from hetray.temporal.memory import MemoryConfig, MemoryUpdate
 
 CFG = MemoryConfig(num_nodes=12, memory_dim=2, edge_feat_dim=0, mailbox_size=1)
@@ -21,101 +25,83 @@ def _update(version: int, nodes=(0, 1, 2, 3, 4, 5)) -> MemoryUpdate:
                         mail_ts=np.full(len(nodes), float(version)))
 
 
-def test_store_class_directly_waits_for_version():
-    from hetray.actors.memory_store import MemoryStore
+@pytest.fixture
+def make_store(ray_shared):
+    from hetray.actors.mspipe import RayBackend
 
-    async def scenario():
-        store = MemoryStore(CFG, 0, 1)
-        read = asyncio.ensure_future(store.read(np.array([0, 1]), 2))
-        late = asyncio.ensure_future(store.write(_update(2), 2))  # arrives before version 1
-        await asyncio.sleep(0.05)
-        assert not read.done()
-        assert not late.done()
-        await store.write(_update(1), 1)
-        served = await read
-        await late
-        return served
+    groups = []
 
-    served = asyncio.run(scenario())
-    assert served.rows.version >= 2
-    assert served.rows.memory[0, 0] == 2.0
+    def make(num_shards=2, checkpoint_dir="", checkpoint_every=0):
+        inits = [WorkerInit.of(CFG, s, num_shards, checkpoint_dir=checkpoint_dir,
+                               checkpoint_every=checkpoint_every) for s in range(num_shards)]
+        group = RayBackend().memory_stores(inits, num_cpus=0.25)
+        groups.append(group)
+        return group, MemoryStoreClient(group, checkpointing=bool(checkpoint_dir))
 
-
-def test_concurrent_readers_and_writers_respect_min_version(ray_shared):
-    import ray
-    from hetray.actors.memory_store import MemoryStoreGroup
-
-    group = MemoryStoreGroup.create(CFG, num_shards=2)
-    try:
-        reads = [(v, group.read(np.arange(6), v)) for v in range(9)]
-        for v in range(1, 9):
-            group.write(_update(v), v)
-        for v, pending in reads:
-            rows = pending.result()
-            assert rows.version >= v
-            # the value written by version w is w: state is never older than the bound
-            assert v == 0 or rows.memory[:, 0].min() >= v
-        assert group.drain() == []
-        assert ray.get(group.actors[0].version.remote()) == 8
-    finally:
+    yield make
+    for group in groups:
         group.shutdown()
 
 
-def test_writes_ride_with_the_next_read(ray_shared):
-    from hetray.actors.memory_store import MemoryStoreGroup
-
-    group = MemoryStoreGroup.create(CFG, num_shards=2)
-    try:
-        pending = [group.write(_update(v), v) for v in (1, 2, 3)]
-        assert not pending[0].ready()
-        assert group.sent == 0
-        assert group.version == 3
-        rows = group.read(np.arange(6), 3).result()  # one write_read call per shard
-        assert group.sent == 3
-        assert rows.memory[:, 0].tolist() == [3.0] * 6
-        assert len({ref for p in pending for ref in p.refs}) == 2  # the two shards' calls
-        assert [p.result() >= 0 for p in pending] == [True] * 3
-        assert all(p.ready() for p in pending)
-        group.write(_update(4), 4).result()  # asking for a held write's result sends it
-        assert group.sent == 4
-    finally:
-        group.shutdown()
+def test_concurrent_readers_and_writers_respect_min_version(make_store):
+    group, store = make_store()
+    reads = [(v, store.read(np.arange(6), v)) for v in range(9)]
+    for v in range(1, 9):
+        store.write(_update(v), v)
+    for v, pending in reads:
+        rows = pending.result()
+        assert rows.version >= v
+        # the value written by version w is w: state is never older than the bound
+        assert v == 0 or rows.memory[:, 0].min() >= v
+    assert store.drain() == []
+    assert group.execute_single(0, MemoryStoreWorker.version) == 8
 
 
-def test_killed_shard_restores_from_checkpoint(ray_shared, tmp_path):
-    import ray
-    from hetray.actors.memory_store import MemoryStoreGroup
-
-    group = MemoryStoreGroup.create(CFG, num_shards=2, checkpoint_dir=str(tmp_path),
-                                    checkpoint_every=3)
-    try:
-        for v in range(1, 6):
-            group.write(_update(v), v).result()
-        ray.kill(group.actors[1])
-        rows = group.read(np.arange(6), 5).result()
-        notes = group.drain()
-        assert len(notes) == 1
-        lost = int(re.search(r"lost the updates of (\d+) batch", notes[0]).group(1))
-        assert lost == 2  # checkpoint at version 3, versions 4 and 5 lost
-        odd = rows.memory[1::2, 0]  # shard 1 holds odd ids: restored to version 3's values
-        assert odd.tolist() == [3.0, 3.0, 3.0]
-        assert rows.memory[0::2, 0].tolist() == [5.0, 5.0, 5.0]
-        group.write(_update(6), 6).result()
-        assert group.read(np.arange(6), 6).result().memory[:, 0].tolist() == [6.0] * 6
-    finally:
-        group.shutdown()
+def test_writes_ride_with_the_next_read(make_store):
+    _, store = make_store()
+    pending = [store.write(_update(v), v) for v in (1, 2, 3)]
+    assert not pending[0].ready()
+    assert store.sent == 0
+    assert store.version == 3
+    rows = store.read(np.arange(6), 3).result()  # one write_read call per shard
+    assert store.sent == 3
+    assert rows.memory[:, 0].tolist() == [3.0] * 6
+    assert len({id(call) for p in pending for call in p.calls}) == 2  # the two shards' calls
+    assert [p.result() >= 0 for p in pending] == [True] * 3
+    assert all(p.ready() for p in pending)
+    store.write(_update(4), 4).result()  # asking for a held write's result sends it
+    assert store.sent == 4
 
 
-def test_read_without_checkpoint_fails_clearly(ray_shared):
-    import ray
-    from hetray.actors.memory_store import MemoryStoreGroup
+def test_killed_shard_restores_from_checkpoint(make_store, tmp_path):
+    group, store = make_store(checkpoint_dir=str(tmp_path), checkpoint_every=3)
+    for v in range(1, 6):
+        store.write(_update(v), v).result()
+    group.kill(1)
+    rows = store.read(np.arange(6), 5).result()
+    recoveries = store.drain()
+    assert recoveries == [Recovery(shard=1, restored_version=3, resumed_version=5)]
+    assert recoveries[0].lost_versions == 2  # checkpoint at version 3, versions 4 and 5 lost
+    odd = rows.memory[1::2, 0]  # shard 1 holds odd ids: restored to version 3's values
+    assert odd.tolist() == [3.0, 3.0, 3.0]
+    assert rows.memory[0::2, 0].tolist() == [5.0, 5.0, 5.0]
+    store.write(_update(6), 6).result()
+    assert store.read(np.arange(6), 6).result().memory[:, 0].tolist() == [6.0] * 6
 
-    from hetray.core.errors import MemoryStoreError
 
-    group = MemoryStoreGroup.create(CFG, num_shards=1)
-    try:
-        ray.kill(group.actors[0])
-        with pytest.raises(MemoryStoreError, match="checkpointing is off"):
-            group.read(np.arange(3), 0).result()
-    finally:
-        group.shutdown()
+def test_read_without_checkpoint_fails_clearly(make_store):
+    group, store = make_store(num_shards=1)
+    group.kill(0)
+    with pytest.raises(MemoryStoreError, match="checkpointing is off"):
+        store.read(np.arange(3), 0).result()
+
+
+def test_shutdown_runs_the_final_checkpoint(make_store, tmp_path):
+    group, store = make_store(checkpoint_dir=str(tmp_path), checkpoint_every=100)
+    for v in range(1, 4):
+        store.write(_update(v), v)
+    store.drain()
+    group.shutdown()
+    for shard in (0, 1):
+        path = checkpoint_path(str(tmp_path), shard)
+        assert MemoryShard.restore(CFG, shard, 2, path).version == 3

@@ -6,11 +6,18 @@ import time
 
 import pytest
 import torch
-from hetray.actors.stage_group import PipelineStageGroup, StageGroupConfig
+from hetray.actors.pipeline import RayBackend
 
 from hetray.core.errors import InfeasiblePlanError
 from hetray.models.gpt import GPTConfig
-from hetray.pipeline.layout import make_layout
+from hetray.pipeline.run import (
+    PipelineConfig,
+    ResourceConfig,
+    RunConfig,
+    StageConfig,
+    TrainConfig,
+    start,
+)
 from hetray.pipeline.schedules import Schedule
 
 pytestmark = [
@@ -24,29 +31,33 @@ CONFIG = GPTConfig(num_layers=2, hidden=16, heads=2, seq_len=8, vocab=32, ffn=32
 
 
 def _config(device_models: tuple[str, ...], shares: tuple[tuple[int, ...], ...]
-            ) -> StageGroupConfig:
-    layout = make_layout(stage_layers=(1,) * len(shares), shares=shares, num_microbatches=2)
-    return StageGroupConfig(model=CONFIG, layout=layout, schedule=Schedule.ONE_F_ONE_B,
-                            device_models=device_models, num_cpus=0.25, recv_timeout_s=60.0,
-                            placement_timeout_s=60.0)
+            ) -> RunConfig:
+    stages = tuple(StageConfig(layers=1, shares=s, device_model=m)
+                   for m, s in zip(device_models, shares, strict=True))
+    return RunConfig(model=CONFIG,
+                     pipeline=PipelineConfig(schedule=Schedule.ONE_F_ONE_B, num_microbatches=2,
+                                             num_chunks=1, stages=stages, links=()),
+                     train=TrainConfig(steps=1),
+                     resources=ResourceConfig(cpus_per_replica=0.25, recv_timeout_s=60.0,
+                                              placement_timeout_s=60.0))
 
 
 def test_stage_actors_land_on_the_nodes_of_their_device_kind(hetero_cluster):
     models = ("V100", "A100-80GB")
-    with PipelineStageGroup.create(_config(models, ((1, 1), (2,)))) as group:
-        placed = {(i.endpoint.rank, i.endpoint.replica): i.node_id for i in group.stage_info()}
+    with start(_config(models, ((1, 1), (2,))), RayBackend()) as driver:
+        placed = {(i.endpoint.rank, i.endpoint.replica): i.node_id for i in driver.stage_info()}
         tokens = torch.arange(4 * CONFIG.seq_len).reshape(4, CONFIG.seq_len) % CONFIG.vocab
-        report = group.step(tokens, tokens.roll(-1, dims=1))
+        report = driver.step(tokens, tokens.roll(-1, dims=1))
     node = hetero_cluster.node_of
     assert placed == {(0, 0): node["V100"], (0, 1): node["V100"], (1, 0): node["A100-80GB"]}
     assert report.loss > 0
 
 
 def test_a_plan_the_cluster_cannot_hold_fails_fast_naming_both_sides(hetero_cluster):
-    start = time.perf_counter()
+    began = time.perf_counter()
     with pytest.raises(InfeasiblePlanError) as info:
-        PipelineStageGroup.create(_config(("A100-80GB", "H100"), ((2,), (2,))))
-    assert time.perf_counter() - start < 10
+        start(_config(("A100-80GB", "H100"), ((2,), (2,))), RayBackend())
+    assert time.perf_counter() - began < 10
     text = str(info.value)
     assert info.value.stage == 1
     assert "accel:H100=1" in text

@@ -2,7 +2,7 @@
 
 Every schedule, resharding between unequal data-parallel layouts (direct and through
 gateways on cross-cluster hops), emulated links, several steps, and checkpoint/resume. All
-in fp32 on CPU threads with the same seed; tolerance 1e-5.
+in fp32 on CPU threads (the run API's in-process backend) with the same seed; tolerance 1e-5.
 """
 
 from __future__ import annotations
@@ -12,18 +12,29 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from hetray.cluster.spec import LinkClass, LinkSpec
+from hetray.cluster.spec import LinkClass
 from hetray.core.errors import StageFailedError
 from hetray.models.gpt import GPTConfig
-from hetray.pipeline.layout import make_layout
-from hetray.pipeline.local import LocalPipeline, ReferenceTrainer, single_process_step
+from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.reference import ReferenceTrainer, single_process_step
+from hetray.pipeline.run import (
+    EmulatedLink,
+    PipelineConfig,
+    ResourceConfig,
+    RunConfig,
+    StageConfig,
+    TrainConfig,
+    start,
+)
 from hetray.pipeline.schedules import Schedule
+from hetray.pipeline.stage import PipelineStage
 from hetray.pipeline.training import OptimizerConfig, OptimizerKind
 
 CONFIG = GPTConfig(num_layers=4, hidden=32, heads=2, seq_len=16, vocab=64, ffn=64)
 SGD = OptimizerConfig(kind=OptimizerKind.SGD, lr=0.5, momentum=0.9)
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 NUM_MICROBATCHES = 4
+DEFAULT_OPTIMIZER = OptimizerConfig()
 
 
 @dataclass(frozen=True)
@@ -55,12 +66,19 @@ def _batch(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens[:, :-1], tokens[:, 1:]
 
 
-def _pipeline(case: Case, **kwargs: object) -> LocalPipeline:
-    layout = make_layout(stage_layers=case.stage_layers, shares=case.shares,
-                         num_microbatches=NUM_MICROBATCHES, num_chunks=case.num_chunks,
-                         clusters=case.clusters)
-    return LocalPipeline(CONFIG, layout, schedule=case.schedule,
-                         extra_warmup=case.extra_warmup, seed=3, **kwargs)
+def _pipeline(case: Case, *, optimizer: OptimizerConfig = DEFAULT_OPTIMIZER,
+              links: tuple[EmulatedLink, ...] = (), timeout_s: float = 120.0) -> PipelineDriver:
+    clusters = case.clusters or ("local",) * len(case.shares)
+    stages = tuple(StageConfig(layers=n, shares=s, cluster=c) for n, s, c in
+                   zip(case.stage_layers, case.shares, clusters, strict=True))
+    config = RunConfig(
+        model=CONFIG,
+        pipeline=PipelineConfig(schedule=case.schedule, num_microbatches=NUM_MICROBATCHES,
+                                num_chunks=case.num_chunks, extra_warmup=case.extra_warmup,
+                                stages=stages, links=links),
+        train=TrainConfig(seed=3, optimizer=optimizer, keep_state=False),
+        resources=ResourceConfig(recv_timeout_s=timeout_s))
+    return start(config)
 
 
 def _assert_same(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
@@ -90,8 +108,9 @@ def test_every_replica_of_a_stage_holds_the_same_weights_after_steps():
         for step in range(2):
             pipe.step(*_batch(pipe.layout.global_batch, seed=step))
         by_rank: dict[int, list[dict[str, torch.Tensor]]] = {}
-        for worker in pipe.workers:
-            by_rank.setdefault(worker.endpoint.rank, []).append(worker.named_parameters())
+        replicas = pipe.group.execute(PipelineStage.named_parameters)
+        for endpoint, params in zip(pipe.endpoints, replicas, strict=True):
+            by_rank.setdefault(endpoint.rank, []).append(params)
         for replicas in by_rank.values():
             for other in replicas[1:]:
                 assert all(torch.equal(other[n], replicas[0][n]) for n in replicas[0])
@@ -99,7 +118,7 @@ def test_every_replica_of_a_stage_holds_the_same_weights_after_steps():
 
 def test_emulated_cross_cluster_link_keeps_results_and_counts_bytes():
     case = CASES["unequal-3to1-gateway"]
-    links = {LinkClass.CROSS_CLUSTER: LinkSpec(latency_s=2e-3, bandwidth_bytes_per_s=1e8)}
+    links = (EmulatedLink(link_class=LinkClass.CROSS_CLUSTER, latency_s=2e-3, gbit_per_s=0.8),)
     tokens, targets = _batch(16, seed=5)
     expected = single_process_step(CONFIG, tokens, targets, seed=3)
     with _pipeline(case, links=links) as pipe:
@@ -110,9 +129,9 @@ def test_emulated_cross_cluster_link_keeps_results_and_counts_bytes():
     # Activations and gradients both cross once per row and micro-batch; shares (3,1) -> (1,3)
     # put one forwarded row per micro-batch on each side's intra-node link: row 0 forward
     # (gateway dst 1 -> replica 0), row 3 backward (gateway src 0 -> replica 1).
-    assert report.bytes_by_link[LinkClass.CROSS_CLUSTER.value] == 2 * 4 * 4 * row_bytes
-    assert report.bytes_by_link[LinkClass.INTRA_NODE.value] == 2 * 4 * row_bytes
-    assert report.bytes_by_link[LinkClass.INTER_NODE.value] == 0
+    assert report.bytes_by_link[LinkClass.CROSS_CLUSTER] == 2 * 4 * 4 * row_bytes
+    assert report.bytes_by_link[LinkClass.INTRA_NODE] == 2 * 4 * row_bytes
+    assert report.bytes_by_link[LinkClass.INTER_NODE] == 0
     assert len(report.busy_fraction) == 2
     assert all(0 < b <= 1 for b in report.busy_fraction)
     assert report.tokens_per_s > 0
@@ -125,10 +144,9 @@ def test_adam_checkpoint_resume_continues_identically():
     with _pipeline(case, optimizer=adam) as straight, _pipeline(case, optimizer=adam) as resumed:
         for tokens, targets in batches[:2]:
             straight.step(tokens, targets)
-        states = [w.state_dict() for w in straight.workers]
+        checkpoint = straight.checkpoint()
         straight.step(*batches[2])
-        for worker, state in zip(resumed.workers, states, strict=True):
-            worker.load_state_dict(state)
+        resumed.restore(checkpoint)
         resumed.step(*batches[2])
         _assert_same(resumed.named_parameters(), straight.named_parameters())
 

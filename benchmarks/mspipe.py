@@ -1,7 +1,9 @@
 """MSPipe vs sequential training of TGN, JODIE and APAN on CollegeMsg, Bitcoin-OTC, synthetic.
 
-Writes ``benchmarks/results/tgnn.json``. Run: ``python benchmarks/tgnn.py`` (embedded local
-Ray; ``--address`` for a cluster). Both modes use the same vectorised sampler, the same
+Writes ``benchmarks/results/mspipe.json``. Run: ``python benchmarks/mspipe.py`` (embedded
+local Ray; ``--address`` for a cluster). Every run goes through MSPipe's run API
+(``hetray.mspipe.run.run`` on ``hetray.actors.mspipe.RayBackend``). Both modes use the same
+vectorised sampler, the same
 model code, the same seeds and the same trainer thread count; they differ only in the
 pipeline (sequential: every stage inline in the trainer; MSPipe: sampler, feature and
 memory-store actors overlapped with bounded staleness).
@@ -65,18 +67,19 @@ from typing import Any
 
 import ray
 import torch
-from hetray.actors.tgnn_run import StoreConfig, build_model, run_tgnn
+from hetray.actors.mspipe import RayBackend
 
 from hetray import runtime
-from hetray.cli.tgnn import summary
-from hetray.temporal.batches import batch_slices, fetch_features, sample_batch
-from hetray.temporal.data import EventStream, chronological_split
-from hetray.mspipe.fit import FitReport, TrainConfig, build_csrs, memory_config
-from hetray.temporal.loaders import load_events
-from hetray.temporal.models import ModelConfig, ModelKind
+from hetray.mspipe.fit import TrainConfig, build_model, memory_config
+from hetray.mspipe.report import RunReport
+from hetray.mspipe.run import DataConfig, ModelChoice, RunConfig, StoreConfig, load_dataset, run
+from hetray.mspipe.sources import EventView, InlineSources, NegativeStream
 from hetray.mspipe.staleness import STAGES, Mitigation, PipelineConfig, PipelineMode
 from hetray.mspipe.store import LocalMemoryStore
-from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
+from hetray.temporal.batches import batch_slices
+from hetray.temporal.data import EventStream, chronological_split
+from hetray.temporal.models import ModelKind
+from hetray.temporal.synthetic import SyntheticConfig
 from hetray.temporal.train import train_step
 
 HEADLINE = ("collegemsg", "tgn")
@@ -90,19 +93,19 @@ REFERENCE = {
 }
 
 
-def datasets(events_synthetic: int) -> dict[str, EventStream]:
+#: The keys of a run's summary in the JSON (a subset of ``RunReport.to_dict()``).
+SUMMARY_KEYS = ("val", "test", "test_inductive", "train_events_per_s", "staleness_histogram",
+                "stage_ms", "recoveries", "val_ap_by_epoch", "best_epoch")
+
+
+def datasets(events_synthetic: int) -> dict[str, DataConfig]:
     """The three streams (real files are read from ../shared/data by path)."""
     return {
-        "collegemsg": load_events(SHARED / "collegemsg" / "CollegeMsg.txt"),
-        "bitcoin_otc": load_events(SHARED / "bitcoin_otc_alpha" / "soc-sign-bitcoinotc.csv"),
-        "synthetic": synthetic_events(SyntheticConfig(num_events=events_synthetic)),
+        "collegemsg": DataConfig(dataset=str(SHARED / "collegemsg" / "CollegeMsg.txt")),
+        "bitcoin_otc": DataConfig(
+            dataset=str(SHARED / "bitcoin_otc_alpha" / "soc-sign-bitcoinotc.csv")),
+        "synthetic": DataConfig(synthetic=SyntheticConfig(num_events=events_synthetic)),
     }
-
-
-def stage_per_batch(report: FitReport) -> dict[str, float]:
-    """Mean seconds per training batch of each stage."""
-    n = max(report.num_train_batches, 1)
-    return {stage: total / n for stage, total in report.clock.totals.items()}
 
 
 class Echo:
@@ -121,16 +124,17 @@ def step_ms(events: EventStream, kind: ModelKind, threads: int, num_steps: int =
     before the step and collected after it.
     """
     split = chronological_split(events)
-    cfg = ModelConfig(kind=kind, edge_feat_dim=events.edge_feat_dim)
+    cfg = ModelChoice(kind=kind).model_config(events.edge_feat_dim)
     model = build_model(cfg, seed=0)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     store = LocalMemoryStore(memory_config(events, cfg))
-    csr = build_csrs(events, split)["train"]
+    batches = batch_slices(split.train, 200)[:num_steps + 4]
+    source = InlineSources(events, split, cfg.num_neighbors, seed=0).open(
+        EventView.TRAIN, batches, NegativeStream.train(0))
     torch.set_num_threads(threads)
     times = []
-    for i, eids in enumerate(batch_slices(split.train, 200)[:num_steps + 4]):
-        batch = fetch_features(sample_batch(events, csr, eids, index=i, num_neighbors=10,
-                                            neg_stream=(0,), seed=0), events.edge_feat)
+    for i in range(len(batches)):
+        batch = source.get(i)
         rows = store.read(batch.nodes, store.version).result()
         start = time.perf_counter()
         refs = [] if echo is None else [echo.echo.remote(i)]
@@ -162,21 +166,24 @@ def probe_threads(events: EventStream, kind: ModelKind) -> dict[str, Any]:
     return {"torch_threads": best, "step_ms_by_threads": probe}
 
 
-def one_run(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
-            pipe_cfg: PipelineConfig, shards: int) -> tuple[FitReport, dict[str, Any]]:
-    """Train once; returns the report and its JSON summary with per-batch stage times."""
-    split = chronological_split(events)
-    cfg = ModelConfig(kind=kind, edge_feat_dim=events.edge_feat_dim)
-    model = build_model(cfg, train_cfg.seed)
-    report = run_tgnn(events, split, model=model, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
-                      store_cfg=StoreConfig(num_shards=shards))
-    out = summary(report)
-    out["stage_ms_per_batch"] = {s: 1000 * v for s, v in stage_per_batch(report).items()}
-    out["train_wall_s"] = sum(p.wall_s for p in report.train_passes)
+def summary(report: RunReport) -> dict[str, Any]:
+    """A run's JSON summary: :data:`SUMMARY_KEYS` plus per-batch times."""
+    full = report.to_dict()
+    out = {k: full[k] for k in SUMMARY_KEYS}
+    out["stage_ms_per_batch"] = report.stage_ms_per_batch
+    out["train_wall_s"] = report.train_wall_s
     out["num_train_batches"] = report.num_train_batches
-    out["ms_per_batch"] = 1000 * out["train_wall_s"] / max(report.num_train_batches, 1)
-    out["best_epoch_events_per_s"] = max(p.events_per_s for p in report.train_passes)
-    return report, out
+    out["ms_per_batch"] = 1000 * report.train_wall_s / max(report.num_train_batches, 1)
+    out["best_epoch_events_per_s"] = max(e.events_per_s for e in report.epochs)
+    return out
+
+
+def one_run(data: DataConfig, kind: ModelKind, train_cfg: TrainConfig,
+            pipe_cfg: PipelineConfig, shards: int) -> dict[str, Any]:
+    """Train once through the run API; returns its :func:`summary`."""
+    config = RunConfig(data=data, model=ModelChoice(kind=kind), pipeline=pipe_cfg,
+                       train=train_cfg, store=StoreConfig(num_shards=shards))
+    return summary(run(config, RayBackend()))
 
 
 def _grouped(stage_ms: dict[str, float]) -> dict[str, float]:
@@ -208,12 +215,11 @@ def accounting(seq: dict[str, Any], pipe: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def compare(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
+def compare(data: DataConfig, kind: ModelKind, train_cfg: TrainConfig,
             mitigation: Mitigation, shards: int) -> dict[str, Any]:
     """Sequential and MSPipe on one stream: throughput ratio, ideal ratio, AP / AUC of both."""
-    _, seq = one_run(events, kind, train_cfg, PipelineConfig(mode=PipelineMode.SEQUENTIAL),
-                     shards)
-    _, pipe = one_run(events, kind, train_cfg, PipelineConfig(mitigation=mitigation), shards)
+    seq = one_run(data, kind, train_cfg, PipelineConfig(mode=PipelineMode.SEQUENTIAL), shards)
+    pipe = one_run(data, kind, train_cfg, PipelineConfig(mitigation=mitigation), shards)
     return {
         **accounting(seq, pipe),
         "events_per_s_sequential": seq["train_events_per_s"],
@@ -229,14 +235,14 @@ def compare(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
     }
 
 
-def speed_pairs(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
+def speed_pairs(data: DataConfig, kind: ModelKind, train_cfg: TrainConfig,
                 mitigation: Mitigation, shards: int, repeats: int) -> dict[str, Any]:
     """Alternate sequential and MSPipe runs ``repeats`` times; medians of the pairs.
 
     Each pair's runs are seconds apart, so a pair sees one machine load; the median over
     pairs is the headline speed-up (the long AP runs are minutes apart).
     """
-    pairs = [compare(events, kind, train_cfg, mitigation, shards) for _ in range(repeats)]
+    pairs = [compare(data, kind, train_cfg, mitigation, shards) for _ in range(repeats)]
     keys = ("speedup", "ideal_speedup", "fraction_of_ideal", "ideal_speedup_sequential_stages",
             "fraction_of_ideal_sequential_stages", "sequential_ms_per_batch",
             "mspipe_ms_per_batch")
@@ -245,10 +251,10 @@ def speed_pairs(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
                                          "mspipe_stage_ms_per_batch")} for p in pairs]}
 
 
-def headline_row(events: EventStream, kind: ModelKind, train_cfg: TrainConfig,
+def headline_row(data: DataConfig, kind: ModelKind, train_cfg: TrainConfig,
                  seeds: list[int], mitigation: Mitigation, shards: int) -> dict[str, Any]:
     """:func:`compare` for each seed; AP and speed-up are means over the seeds."""
-    rows = [compare(events, kind, replace(train_cfg, seed=seed), mitigation, shards)
+    rows = [compare(data, kind, replace(train_cfg, seed=seed), mitigation, shards)
             for seed in seeds]
     out = dict(rows[0])
     if len(rows) > 1:
@@ -293,11 +299,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--speed-epochs", type=int, default=2, help="epochs of each timed run")
     parser.add_argument("--models", default="tgn,jodie,apan")
     parser.add_argument("--datasets", default="collegemsg,bitcoin_otc,synthetic")
-    parser.add_argument("--out", type=Path, default=ROOT / "results" / "tgnn.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "mspipe.json")
     return parser.parse_args()
 
 
-def run_grid(args: argparse.Namespace, streams: dict[str, EventStream]) -> dict[str, Any]:
+def run_grid(args: argparse.Namespace, streams: dict[str, DataConfig]) -> dict[str, Any]:
     """Every (dataset, model) cell; the headline cell trains longer and over ``--seeds``."""
     short = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr)
     long = replace(short, epochs=args.headline_epochs, patience=args.patience,
@@ -337,7 +343,7 @@ def main() -> None:
     start = time.perf_counter()
     runtime.connect(args.address)
     streams = datasets(args.synthetic_events)
-    headline_stream = streams.get(HEADLINE[0], next(iter(streams.values())))
+    headline_stream = load_dataset(streams.get(HEADLINE[0], next(iter(streams.values()))))
     threads = probe_threads(headline_stream, ModelKind.TGN)
     threads["call_cost"] = probe_call_cost(headline_stream, ModelKind.TGN)
     grid = run_grid(args, streams)

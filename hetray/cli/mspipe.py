@@ -1,0 +1,179 @@
+"""``hetray train mspipe``: a thin adapter over :func:`hetray.mspipe.run.run` (alias ``tgnn``).
+
+Flags mirror :class:`~hetray.mspipe.run.RunConfig` fields (their defaults are read from
+``RunConfig()``); ``--config FILE`` is the source of truth and a flag given on the command
+line overrides its field. The sequential pipeline runs in this process without Ray; the
+mspipe pipeline connects to Ray and runs its workers as actors
+(``hetray.actors.mspipe.RayBackend``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+from tqdm import tqdm
+
+from hetray.cli.common import (
+    address_option,
+    config_options,
+    connect,
+    echo_config,
+    handle_errors,
+    resolve_run_config,
+)
+from hetray.mspipe.fit import Progress, TrainConfig
+from hetray.mspipe.report import RunReport
+from hetray.mspipe.run import Backend, DataConfig, ModelChoice, RunConfig, StoreConfig, run
+from hetray.mspipe.staleness import PipelineConfig, PipelineMode
+from hetray.temporal.models import ModelKind
+from hetray.temporal.synthetic import SyntheticConfig
+
+logger = logging.getLogger(__name__)
+
+DEFAULTS = RunConfig()
+#: The ``--help`` Examples block (``\b`` keeps click from rewrapping it).
+EXAMPLES = """\b
+Examples:
+  hetray train mspipe --pipeline sequential --epochs 1         # in this process, no Ray
+  hetray train mspipe --dataset ../shared/data/collegemsg/CollegeMsg.txt --epochs 3
+  hetray train mspipe --staleness 2 --shards 2 --checkpoint-dir /tmp/mspipe-ckpt
+  hetray train mspipe --print-config > mspipe.yaml  # edit, then: --config mspipe.yaml
+"""
+#: click parameter -> the RunConfig field it overrides (``--staleness`` sets several).
+FLAGS = {
+    "dataset": "data.dataset", "kind": "model.kind", "memory_dim": "model.memory_dim",
+    "mode": "pipeline.mode", "io_batches": "pipeline.io_batches", "epochs": "train.epochs",
+    "patience": "train.patience", "batch_size": "train.batch_size", "lr": "train.lr",
+    "shards": "store.num_shards", "checkpoint_dir": "store.checkpoint_dir",
+}
+
+
+def _staleness(_ctx: click.Context, _param: click.Parameter, value: str) -> int | None:
+    """``auto`` -> None (automatic k), else a non-negative integer."""
+    if value == "auto":
+        return None
+    if not value.isdigit():
+        raise click.BadParameter(f"expected 'auto' or an integer >= 0, got {value!r}")
+    return int(value)
+
+
+@contextmanager
+def _bars() -> Iterator[Progress]:
+    state: dict[str, Any] = {}
+
+    def start(name: str, num_events: int) -> None:
+        if "bar" in state:
+            state["bar"].close()
+        state["bar"] = tqdm(total=num_events, desc=name, unit="ev", leave=False)
+
+    try:
+        yield Progress(start=start, advance=lambda n: state["bar"].update(n))
+    finally:
+        if "bar" in state:
+            state["bar"].close()
+
+
+def _print(config: RunConfig, report: RunReport) -> None:
+    pipe = config.pipeline
+    click.echo(f"{report.dataset}: {report.num_events} events, {report.num_nodes} nodes; "
+               f"{config.model.kind.value} with {pipe.mode.value}, staleness "
+               f"{'auto' if pipe.auto_staleness else pipe.staleness}")
+    for name, m in (("val", report.val), ("test", report.test),
+                    ("test_inductive", report.test_inductive)):
+        if m is not None:
+            click.echo(f"{name:>15}: AP {m.ap:.4f}  AUC {m.auc:.4f}  ({m.num_events} events)")
+    click.echo(f"tested epoch {report.best_epoch} (validation AP by epoch: "
+               f"{', '.join(f'{ap:.4f}' for ap in report.val_history)})")
+    click.echo(f"training throughput: {report.train_events_per_s:.0f} events/s")
+    hist = ", ".join(f"k={k}: {v}" for k, v in report.staleness.items())
+    click.echo(f"observed staleness (iterations): {hist}")
+    stages = ", ".join(f"{s} {ms:.2f}" for s, ms in report.stage_ms.items())
+    click.echo(f"stage times (ms, moving average): {stages}")
+    for recovery in report.recoveries:
+        click.echo(f"recovery: {recovery}")
+
+
+def _backend(config: RunConfig, address: str | None) -> Backend | None:
+    """Ray actors for the mspipe pipeline (connecting first); none for the sequential one."""
+    if config.pipeline.mode == PipelineMode.SEQUENTIAL:
+        return None
+    from hetray.actors.mspipe import RayBackend
+
+    connect(address)
+    return RayBackend()
+
+
+@click.command("mspipe", epilog=EXAMPLES)
+@config_options
+@click.option("--dataset", default=DEFAULTS.data.dataset, show_default=True,
+              help="'synthetic' or a path: CollegeMsg.txt, soc-sign-bitcoin*.csv, ml_*.csv, "
+                   "edges.csv or .parquet.")
+@click.option("--model", "kind", type=click.Choice([k.value for k in ModelKind]),
+              default=DEFAULTS.model.kind.value, show_default=True)
+@click.option("--pipeline", "mode", type=click.Choice([m.value for m in PipelineMode]),
+              default=DEFAULTS.pipeline.mode.value, show_default=True)
+@click.option("--staleness", default="auto", show_default=True, callback=_staleness,
+              help="'auto' (minimal non-stalling k, chosen per iteration) or a fixed k.")
+@click.option("--epochs", default=DEFAULTS.train.epochs, show_default=True,
+              type=click.IntRange(min=1), help="Epochs (the most, with --patience).")
+@click.option("--patience", default=DEFAULTS.train.patience, show_default=True,
+              type=click.IntRange(min=0),
+              help="Stop after this many epochs without a better validation AP and test the "
+                   "best epoch's parameters (0: train every epoch).")
+@click.option("--batch-size", default=DEFAULTS.train.batch_size, show_default=True,
+              type=click.IntRange(min=1))
+@click.option("--lr", default=DEFAULTS.train.lr, show_default=True,
+              type=click.FloatRange(min=0, min_open=True))
+@click.option("--memory-dim", default=DEFAULTS.model.memory_dim, show_default=True,
+              type=click.IntRange(min=2))
+@click.option("--shards", default=DEFAULTS.store.num_shards, show_default=True,
+              type=click.IntRange(min=1), help="Memory-store actor shards (mspipe).")
+@click.option("--io-batches", default=DEFAULTS.pipeline.io_batches, show_default=True,
+              type=click.IntRange(min=1),
+              help="Batches one memory read and one prefetch call serve (mspipe); each Ray "
+                   "call costs the trainer time, so fewer, larger calls are faster on busy "
+                   "cores. The staleness bound holds per batch either way.")
+@click.option("--checkpoint-dir", default=DEFAULTS.store.checkpoint_dir,
+              help="Checkpoint memory shards here (Parquet) so a dead shard is restored.")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the report as JSON.")
+@address_option
+@handle_errors
+@click.pass_context
+def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dataset: str,
+           kind: str, mode: str, staleness: int | None, epochs: int, patience: int,
+           batch_size: int, lr: float, memory_dim: int, shards: int, io_batches: int,
+           checkpoint_dir: str, json_out: Path | None, address: str | None) -> None:
+    """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
+    config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)
+    if ctx.get_parameter_source("staleness") is click.core.ParameterSource.COMMANDLINE:
+        config = replace(config, pipeline=config.pipeline.with_staleness(staleness))
+    if print_config:
+        echo_config(config)
+        return
+    backend = _backend(config, address)
+    with _bars() as bars:
+        report = run(config, backend, progress=bars)
+    _print(config, report)
+    if json_out is not None:
+        json_out.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False),
+                            encoding="utf-8")
+
+
+def demo() -> None:
+    """A short MSPipe run for ``hetray demo`` (Ray must be connected)."""
+    from hetray.actors.mspipe import RayBackend
+
+    config = RunConfig(data=DataConfig(synthetic=SyntheticConfig(num_events=2000)),
+                       model=ModelChoice(kind=ModelKind.TGN, memory_dim=16),
+                       pipeline=PipelineConfig(mode=PipelineMode.MSPIPE),
+                       train=TrainConfig(epochs=1, batch_size=200, lr=3e-3),
+                       store=StoreConfig(num_shards=2))
+    _print(config, run(config, RayBackend()))

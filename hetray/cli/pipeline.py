@@ -1,0 +1,180 @@
+"""``hetray train pipeline``: pipeline-parallel GPT training on Ray stage actors (HetAuto).
+
+Parse the flags into a :class:`hetray.pipeline.run.RunConfig` (from ``--config FILE``, or
+from a plan through :mod:`hetray.planner.handoff`), connect, call
+:func:`hetray.pipeline.run.run` on the Ray backend, print the report. No logic lives here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hetray.cli.common import (
+    address_option,
+    config_options,
+    connect,
+    echo_config,
+    handle_errors,
+    resolve_run_config,
+)
+from hetray.models.gpt import GPT_PRESETS, gpt_preset
+from hetray.pipeline.report import RunReport, StepReport
+from hetray.pipeline.run import DEFAULT_MODEL, RunConfig, TrainConfig, run
+from hetray.pipeline.schedules import Schedule
+
+#: Flags that are fields of the run config (the rest say where the pipeline layout comes from).
+_FIELDS = {"model": "model", "steps": "train.steps", "lr": "train.optimizer.lr",
+           "seed": "train.seed"}
+_LAYOUT_FLAGS = ("plan_file", "cluster", "schedule", "microbatches", "microbatch_size")
+#: Click defaults come from here, so they never drift from the run config's.
+_DEFAULT = RunConfig()
+
+
+def _resolve(ctx: click.Context, config_file: Path | None) -> tuple[RunConfig, Any, Any]:
+    """The run config, and the plan and spec it came from (None with ``--config``)."""
+    base = resolve_run_config(ctx, RunConfig, config_file, _FIELDS, {"model": gpt_preset})
+    if config_file is not None:
+        given = [name for name in _LAYOUT_FLAGS
+                 if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        if given:
+            raise click.UsageError("--config holds the pipeline layout (its pipeline section); "
+                                   f"drop {', '.join('--' + g.replace('_', '-') for g in given)}")
+        return base, None, None
+    return _from_plan(ctx, base)
+
+
+def _from_plan(ctx: click.Context, base: RunConfig) -> tuple[RunConfig, Any, Any]:
+    from hetray.cluster.loader import load_cluster_spec
+    from hetray.planner import handoff
+
+    params = ctx.params
+    cluster, schedule = params["cluster"], params["schedule"]
+    spec = None
+    if cluster is not None:
+        spec = handoff.local_spec() if cluster == handoff.LOCAL_SPEC else load_cluster_spec(cluster)
+    if params["plan_file"] is not None:
+        plan = handoff.load_plan(params["plan_file"])
+        if schedule is not None:
+            plan = handoff.with_schedule(plan, Schedule(schedule))
+    else:
+        spec = spec or handoff.local_spec()
+        plan = handoff.default_plan(
+            spec, base.model.num_layers, schedule=Schedule(schedule or _DEFAULT.pipeline.schedule),
+            num_microbatches=params["microbatches"], microbatch_size=params["microbatch_size"])
+    return handoff.pipeline_config(plan, spec, base), plan, spec
+
+
+def _print(out: dict[str, Any]) -> None:
+    click.echo(f"{out['schedule']}: p={out['num_stages']} v={out['num_chunks']} "
+               f"m={out['num_microbatches']} G={out['global_batch']}")
+    click.echo(f"loss {out['loss'][0]:.4f} -> {out['loss'][-1]:.4f} over {len(out['loss'])} "
+               f"steps; {out['tokens_per_s']:,.0f} tokens/s (median step after the first)")
+    busy = ", ".join(f"stage {i} {100 * b:.0f}%" for i, b in enumerate(out["busy_fraction"]))
+    click.echo(f"busy fraction: {busy}")
+    links = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in out["bytes_by_link"].items() if v)
+    click.echo(f"bytes per step: {links or 'none'}")
+
+
+def _train(config: RunConfig) -> RunReport:
+    """Run ``config`` on the connected Ray with a progress bar; the report."""
+    from tqdm import tqdm
+
+    from hetray.actors.pipeline import RayBackend
+
+    pipe = config.pipeline
+    with tqdm(total=config.train.steps, desc=f"{pipe.schedule.value} p={len(pipe.stages)}",
+              unit="step") as bar:
+        def on_step(step: StepReport) -> None:
+            bar.set_postfix(loss=f"{step.loss:.3f}", tok_s=f"{step.tokens_per_s:,.0f}")
+            bar.update(1)
+
+        return run(config, RayBackend(), on_step)
+
+
+@click.command("pipeline", epilog="""\b
+Examples:
+  hetray train pipeline --cluster local --steps 20 --schedule virtual-1f1b
+  hetray plan --cluster spec.yaml --model gpt-1.3b --out plan.json
+  hetray train pipeline --plan plan.json --cluster spec.yaml --measurements-out steps.json
+  hetray train pipeline --print-config > run.yaml   # edit, then:
+  hetray train pipeline --config run.yaml --steps 50
+""")
+@config_options
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="plan.json from 'hetray plan' (with --cluster: the spec it was made for).")
+@click.option("--cluster", default=None, metavar="SPEC",
+              help="Cluster spec YAML, or 'local' (default without --plan): two CPU sites "
+                   "on this machine over an emulated 20 ms, 1 Gbit/s link.")
+@click.option("--model", default=DEFAULT_MODEL, show_default=True,
+              type=click.Choice(sorted(GPT_PRESETS)), help="Model preset (field: model).")
+@click.option("--steps", default=_DEFAULT.train.steps, show_default=True,
+              type=click.IntRange(min=1), help="Training steps (train.steps).")
+@click.option("--schedule", type=click.Choice([s.value for s in Schedule]), default=None,
+              help="Override the plan's schedule [default: virtual-1f1b without --plan].")
+@click.option("--microbatches", default=_DEFAULT.pipeline.num_microbatches, show_default=True,
+              type=click.IntRange(min=1), help="m (without --plan).")
+@click.option("--microbatch-size", default=sum(_DEFAULT.pipeline.stages[0].shares),
+              show_default=True,
+              type=click.IntRange(min=1), help="Sequences per micro-batch (without --plan).")
+@click.option("--lr", default=_DEFAULT.train.optimizer.lr, show_default=True,
+              type=click.FloatRange(min=0, min_open=True),
+              help="Learning rate (train.optimizer.lr).")
+@click.option("--seed", default=_DEFAULT.train.seed, show_default=True, type=int,
+              help="Weight and data seed (train.seed).")
+@click.option("--measurements-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write per-step times as planner measurements (.json or .parquet).")
+@click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the report as JSON.")
+@address_option
+@handle_errors
+@click.pass_context
+def pipeline(ctx: click.Context, config_file: Path | None, print_config: bool,
+             measurements_out: Path | None, json_out: Path | None, address: str | None,
+             **_flags: Any) -> None:
+    """Train a GPT with pipeline parallelism on stage actors; report loss, tokens/s, busy.
+
+    The pipeline comes from --config FILE (a run config, as --print-config writes it), or
+    from a plan: --plan FILE, or one stage per cluster of --cluster (default 'local').
+    """
+    import json
+
+    config, plan, spec = _resolve(ctx, config_file)
+    if print_config:
+        echo_config(config)
+        return
+    if measurements_out is not None and spec is None:
+        raise click.UsageError("--measurements-out needs --cluster (the spec gives the "
+                               "analytical features of each record) and no --config")
+    connect(address)
+    report = _train(config)
+    out = report.to_dict()
+    _print(out)
+    if measurements_out is not None:
+        _write_measurements(measurements_out, plan, spec, config, out["step_s"])
+    if json_out is not None:
+        json_out.write_text(json.dumps(out, indent=2), encoding="utf-8")
+
+
+def _write_measurements(path: Path, plan: Any, spec: Any, config: RunConfig,
+                        step_s: list[float]) -> None:
+    from hetray.planner.handoff import step_records
+    from hetray.planner.measurements import save_measurements
+
+    records = step_records(plan, spec, config, step_s[1:] or step_s)
+    save_measurements(path, records)
+    click.echo(f"wrote {len(records)} step measurements to {path}")
+
+
+def demo() -> None:
+    """A few pipeline steps for ``hetray demo`` (Ray must be connected)."""
+    from hetray.actors.pipeline import RayBackend
+    from hetray.planner import handoff
+
+    base = RunConfig(train=TrainConfig(steps=3))
+    spec = handoff.local_spec()
+    plan = handoff.default_plan(spec, base.model.num_layers, schedule=Schedule.VIRTUAL_1F1B,
+                                num_microbatches=4, microbatch_size=2)
+    _print(run(handoff.pipeline_config(plan, spec, base), RayBackend()).to_dict())

@@ -1,0 +1,163 @@
+"""``hetray plan`` and ``hetray profile``: search a parallel plan, measure local layers.
+
+``hetray plan`` is a thin adapter over :func:`hetray.planner.run.run`: flags mirror
+:class:`~hetray.planner.run.RunConfig` fields (``--config FILE`` gives them all, a flag on
+the command line overrides one). It is offline by default (search in this process, no Ray);
+with ``--workers N`` or ``--address`` it runs root-parallel search workers against a
+cost-model server on Ray (``hetray.actors.planner.RayBackend``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from hetray.cli.common import (
+    address_option,
+    config_options,
+    connect,
+    echo_config,
+    handle_errors,
+    resolve_run_config,
+)
+from hetray.planner.measurements import save_measurements
+from hetray.planner.plan import plan_to_json
+from hetray.planner.profile import ProfileConfig, run_profile
+from hetray.planner.report import RunReport, baselines_table, plan_table, pruned_table
+from hetray.planner.rf_model import ResidualForest, fit_with_holdout, save_forest
+from hetray.planner.run import Backend, LocalBackend, RunConfig, run
+
+logger = logging.getLogger(__name__)
+
+DEFAULTS = RunConfig()
+#: click parameter -> RunConfig field.
+FLAGS = {"cluster": "cluster", "model": "model", "global_batch": "global_batch",
+         "budget_s": "budget_s", "budget_evals": "budget_evals", "max_stages": "max_stages",
+         "measurements": "measurements", "workers": "workers", "seed": "seed",
+         "no_baselines": "baselines"}
+
+PLAN_EXAMPLES = """\b
+Examples:
+  hetray plan --cluster two-cluster-16 --model gpt-1.3b --global-batch 64 --budget-s 3
+  hetray plan --cluster my-spec.yaml --model llama2-13b --global-batch 512 --explain \\
+      --out plan.json
+  hetray profile --out layers.parquet && hetray plan --measurements layers.parquet
+  hetray plan --workers 4 --address auto        # root-parallel search workers on Ray
+  hetray plan --print-config > plan.yaml        # edit, then: hetray plan --config plan.yaml
+"""
+
+
+@click.command("plan", epilog=PLAN_EXAMPLES)
+@config_options
+@click.option("--cluster", default=DEFAULTS.cluster, show_default=True,
+              help="Cluster spec: a name in cluster_configs/specs or a spec YAML path.")
+@click.option("--model", default=DEFAULTS.model, show_default=True,
+              help="Preset (llama2-13b, gpt-6.7b, ...) or model YAML.")
+@click.option("--global-batch", default=DEFAULTS.global_batch, show_default=True,
+              type=click.IntRange(min=1), help="Sequences per iteration.")
+@click.option("--budget-s", default=DEFAULTS.budget_s, show_default=True,
+              type=click.FloatRange(min=0.1), help="Search time budget, seconds.")
+@click.option("--budget-evals", default=DEFAULTS.budget_evals, show_default=True,
+              type=click.IntRange(min=1), help="Search budget in distinct evaluated plans.")
+@click.option("--max-stages", default=DEFAULTS.max_stages, show_default=True,
+              type=click.IntRange(min=1), help="Most pipeline stages considered.")
+@click.option("--measurements", type=click.Path(path_type=Path),
+              help="Parquet/JSON measurements (hetray profile) for the RF correction.")
+@click.option("--workers", default=DEFAULTS.workers, show_default=True,
+              type=click.IntRange(min=0),
+              help="Root-parallel search workers on Ray (0: search in this process).")
+@click.option("--seed", default=DEFAULTS.seed, show_default=True, type=int,
+              help="Seed of the first MCTS tree (worker i: seed + i) and of random search.")
+@click.option("--no-baselines", is_flag=True, help="Skip the baseline comparison.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write plan JSON.")
+@click.option("--explain", is_flag=True, help="Print branches pruned per principle.")
+@address_option
+@handle_errors
+@click.pass_context
+def plan_command(ctx: click.Context, config_file: Path | None, print_config: bool,
+                 address: str | None, out: Path | None, explain: bool, **_flags: object) -> None:
+    """Search a hybrid-parallel plan (principle-guided MCTS) and compare baselines."""
+    config = resolve_run_config(ctx, RunConfig, config_file, FLAGS,
+                                {"no_baselines": lambda _flag: ()})
+    if print_config:
+        echo_config(config)
+        return
+    backend: Backend = LocalBackend()
+    if config.workers or address:
+        connect(address)
+        from hetray.actors.planner import RayBackend
+
+        backend = RayBackend()
+    report = run(config, backend)
+    _print_report(report, explain)
+    if out is not None:
+        out.write_text(plan_to_json(report.best.plan), encoding="utf-8")
+        click.echo(f"wrote {out}")
+
+
+def _print_report(report: RunReport, explain: bool) -> None:
+    search = report.search
+    click.echo(f"== plan ({search.num_evaluations} evaluations, {search.search_s:.1f} s) ==")
+    click.echo(plan_table(report.best))
+    if report.baselines:
+        click.echo("\n== baselines (same cost model) ==")
+        click.echo(baselines_table(report))
+    if explain:
+        click.echo("\n== branches pruned per principle ==")
+        click.echo(pruned_table(search))
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError as err:
+        raise click.BadParameter(f"{text!r}: expected comma-separated integers") from err
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{text!r}: expected positive integers")
+    return values
+
+
+PROFILE_EXAMPLES = """\b
+Examples:
+  hetray profile --out layers.parquet
+  hetray profile --out layers.json --hidden-sizes 64,128 --repeats 3 --forest-out rf.skops
+"""
+
+
+@click.command("profile", epilog=PROFILE_EXAMPLES)
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Measurements file (.parquet or .json).")
+@click.option("--micro-batches", default="1,2,4,8", show_default=True)
+@click.option("--seq-lens", default="32,64,128,256", show_default=True)
+@click.option("--hidden-sizes", default="64,128,256,512", show_default=True)
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1))
+@click.option("--forest-out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also fit the RF on all measurements and save it (skops).")
+@handle_errors
+def profile_command(out: Path, micro_batches: str, seq_lens: str, hidden_sizes: str,
+                    repeats: int, forest_out: Path | None) -> None:
+    """Time transformer layers (fwd+bwd) on this host over a grid; report RF vs analytical."""
+    config = ProfileConfig(microbatch_sizes=_ints(micro_batches), seq_lens=_ints(seq_lens),
+                           hidden_sizes=_ints(hidden_sizes), repeats=repeats)
+    records = run_profile(config)
+    save_measurements(out, records)
+    click.echo(f"wrote {len(records)} measurements to {out}")
+    forest, fit = fit_with_holdout(records)
+    if forest is not None and fit.num_holdout:
+        click.echo(f"held-out MAPE ({fit.num_holdout} grid points): analytical "
+                   f"{fit.mape_analytical:.1f}%, RF-corrected {fit.mape_rf:.1f}%")
+    if forest_out is not None:
+        save_forest(ResidualForest.fit(records), forest_out)
+        click.echo(f"wrote forest to {forest_out}")
+
+
+def demo() -> None:
+    """The planning part of ``hetray demo``: gpt-1.3b on two-cluster-16, a 3 s budget."""
+    report = run(RunConfig(cluster="two-cluster-16", model="gpt-1.3b", global_batch=64,
+                           max_stages=4, budget_s=3.0, budget_evals=400))
+    click.echo(f"gpt-1.3b, global batch 64 on {report.cluster} "
+               f"({report.search.num_evaluations} evaluations, {report.search.search_s:.1f} s)")
+    click.echo(plan_table(report.best))
+    click.echo(baselines_table(report))

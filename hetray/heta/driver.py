@@ -1,0 +1,200 @@
+"""The driver of Heta training: an explicit step state machine over a holder group.
+
+Glossary: ``K`` holders; ``B`` seeds per step; ``S`` steps per epoch.
+
+State: ``(epoch, batch)`` of the next step, the position of the last checkpoint, the
+collective generation, and the step statistics of the current epoch.
+:meth:`HetaDriver.step` runs one synchronous step on every holder; when a holder dies it
+restarts all holders (``group.restart()``), joins them in a fresh collective group, loads
+the last checkpoint and rewinds to its position (batches and samples are deterministic, so
+the replay is exact)::
+
+    step():  batch == S            -> False (epoch complete)
+             checkpoint due         -> save every holder at (epoch, batch)
+             train_step on all K    -> ok: record stats, batch += 1
+                                    -> PartitionHolderError: restart, rejoin, load, rewind
+
+The driver talks only to an :class:`~hetray.core.group.ActorGroup` of
+:class:`~hetray.heta.worker.HolderWorker`, so it runs the same on the in-process group
+(tests, :class:`~hetray.heta.run.LocalBackend`) and on Ray actors (``hetray.actors.heta``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from hetray.core.errors import PartitionHolderError
+from hetray.core.group import ActorGroup
+from hetray.graph.hetero import HeteroGraph
+from hetray.heta.holder import HolderConfig, Mode
+from hetray.heta.raf import EVAL_STEP_OFFSET, StepStats, epoch_batches
+from hetray.heta.worker import HolderWorker
+
+logger = logging.getLogger(__name__)
+
+#: Seed ids per evaluation step of :meth:`HetaDriver.accuracy`.
+EVAL_BATCH_SIZE = 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochReport:
+    """One epoch, as the driver saw it.
+
+    Attributes:
+        epoch: epoch index.
+        loss: mean training loss over its steps.
+        train_acc: training accuracy (fraction) on the sampled batches.
+        epoch_time_s: wall time of the epoch (restarts included).
+        bytes_sent: bytes all holders sent in the epoch's (final, non-replayed) steps.
+        restarts: holder-group restarts during the epoch.
+    """
+
+    epoch: int
+    loss: float
+    train_acc: float
+    epoch_time_s: float
+    bytes_sent: float
+    restarts: int
+
+
+class HetaDriver:
+    """Steps a group of :class:`HolderWorker` through epochs, recovering from checkpoints.
+
+    Args:
+        group: the ``K`` holders (constructed, not yet joined: the driver joins them).
+        hg: the graph (train ids and splits).
+        config: the holders' shared config.
+        checkpoint_dir: where holders write ``part<k>.pt`` (shared by all holders).
+        checkpoint_every: also checkpoint every this many steps (0: only at epoch starts).
+        max_restarts: restarts allowed before the failure is raised.
+    """
+
+    def __init__(self, group: ActorGroup[HolderWorker], hg: HeteroGraph, config: HolderConfig,
+                 *, checkpoint_dir: Path, checkpoint_every: int = 0,
+                 max_restarts: int = 3) -> None:
+        self.group = group
+        self.hg = hg
+        self.config = config
+        self.train = config.train
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
+        self.max_restarts = max_restarts
+        self.epoch, self.batch, self.restarts = 0, 0, 0
+        self.saved_at = (0, 0)
+        self.stats: dict[int, StepStats] = {}
+        self.batches = self._batches(0)
+        self._group_name = f"hetray-heta-{uuid.uuid4().hex[:8]}"
+        self.generation = 0
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self._join()
+
+    def _batches(self, epoch: int) -> list[torch.Tensor]:
+        return epoch_batches(self.hg.train_idx, self.train.batch_size, self.train.model.seed,
+                             epoch)
+
+    def _join(self) -> None:
+        self.group.execute(HolderWorker.join_group, f"{self._group_name}-{self.generation}")
+
+    def health_check(self) -> list[int]:
+        """Ping every holder (their partition ids); raises for a dead one."""
+        return self.group.execute(HolderWorker.ping)
+
+    def checkpoint(self) -> None:
+        """Checkpoint all holders at the current position."""
+        self.group.execute(HolderWorker.save, str(self.checkpoint_dir))
+        self.saved_at = (self.epoch, self.batch)
+
+    def step(self) -> bool:
+        """Run the next training step; False when the epoch is complete.
+
+        Raises:
+            PartitionHolderError: a holder failed after ``max_restarts`` restarts.
+        """
+        if self.batch >= len(self.batches):
+            return False
+        if self.checkpoint_every and self.batch and self.batch % self.checkpoint_every == 0 \
+                and self.saved_at != (self.epoch, self.batch):
+            self.checkpoint()
+        global_step = self.epoch * len(self.batches) + self.batch
+        try:
+            results = self.group.execute(HolderWorker.train_step, self.batches[self.batch],
+                                         global_step)
+        except PartitionHolderError as err:
+            self._recover(err)
+            return True
+        self.stats[self.batch] = replace(results[0],
+                                         bytes_sent=sum(r.bytes_sent for r in results))
+        self.batch += 1
+        return True
+
+    def _recover(self, err: PartitionHolderError) -> None:
+        self.restarts += 1
+        if self.restarts > self.max_restarts:
+            raise err
+        logger.warning("%s; restarting holders from checkpoint at epoch %d batch %d",
+                       err, *self.saved_at)
+        self.group.restart()
+        self.generation += 1
+        self._join()
+        self.group.execute(HolderWorker.load, str(self.checkpoint_dir))
+        self.epoch, self.batch = self.saved_at
+        self.batches = self._batches(self.epoch)
+
+    def run_epoch(self, on_step: Callable[[int, int], None] | None = None) -> EpochReport:
+        """Run (the rest of) the current epoch, checkpointing at its start.
+
+        ``on_step(done, total)`` observes progress.
+        """
+        start, restarts = time.perf_counter(), self.restarts
+        if self.batch == 0:
+            self.stats = {}
+            self.checkpoint()
+        while self.step():
+            if on_step is not None:
+                on_step(self.batch, len(self.batches))
+        stats = self.stats.values()
+        report = EpochReport(
+            epoch=self.epoch, loss=sum(s.loss for s in stats) / len(self.stats),
+            train_acc=sum(s.num_correct for s in stats) / max(1, sum(s.num_seeds for s in stats)),
+            epoch_time_s=time.perf_counter() - start,
+            bytes_sent=sum(s.bytes_sent for s in stats),
+            restarts=self.restarts - restarts)
+        self.epoch, self.batch = self.epoch + 1, 0
+        self.batches = self._batches(self.epoch)
+        return report
+
+    def run(self, on_epoch: Callable[[EpochReport], None] | None = None,
+            on_step: Callable[[int, int], None] | None = None) -> tuple[EpochReport, ...]:
+        """Run the remaining epochs of ``config.train.epochs``; ``on_epoch`` observes each."""
+        reports = []
+        while self.epoch < self.train.epochs:
+            reports.append(self.run_epoch(on_step))
+            if on_epoch is not None:
+                on_epoch(reports[-1])
+        return tuple(reports)
+
+    def counters(self) -> dict[str, float]:
+        """Holder counters (bytes, emulated link seconds, cache hits ...) summed over holders."""
+        total: dict[str, float] = {}
+        for part in self.group.execute(HolderWorker.counters):
+            for key, value in part.items():
+                total[key] = total.get(key, 0.0) + value
+        return total
+
+    def accuracy(self, ids: torch.Tensor, batch_size: int = EVAL_BATCH_SIZE) -> float:
+        """Accuracy (fraction) on target ids ``ids`` (int64 ``(n,)``) with the current model."""
+        correct = total = 0
+        for i, seeds in enumerate(ids.split(batch_size)):
+            results = self.group.execute(HolderWorker.eval_step, seeds, EVAL_STEP_OFFSET + i)
+            if self.config.mode is Mode.RAF:
+                results = results[:1]  # every RAF holder scores all seeds (replicated head)
+            correct += sum(r.num_correct for r in results)
+            total += sum(r.num_seeds for r in results)
+        return correct / max(1, total)

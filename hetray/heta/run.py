@@ -1,0 +1,330 @@
+"""Heta's run API: ``RunConfig`` -> holders -> :class:`HetaDriver` -> :class:`RunReport`.
+
+Glossary: ``K`` partitions (holders); ``E`` edges; ``B`` seeds per step.
+
+Every adapter (``hetray train heta``, the ``heta`` Tune experiment, ``examples/heta_raf.py``,
+``benchmarks/heta.py``) calls :func:`run`::
+
+    config = load_config(RunConfig, "heta.yaml")          # or RunConfig(...), or defaults
+    report = run(config)                                  # K holders as threads, no Ray
+    report = run(config, RayBackend())                    # K holder actors (hetray.actors.heta)
+    report.to_dict(); report.to_parquet("epochs.parquet")
+
+A :class:`Backend` makes the holder group: :class:`LocalBackend` (here) puts the ``K``
+holders in this process, each on its own thread, meeting in an in-process collective;
+``hetray.actors.heta.RayBackend`` starts them as Ray actors in a SPREAD placement group with
+a gloo ``ray.util.collective`` group. The driver and everything it computes are the same.
+
+Example:
+    >>> from hetray.heta.models import ModelConfig
+    >>> config = RunConfig(dataset="synthetic-mag:10000", num_partitions=2,
+    ...                    train=TrainConfig(model=ModelConfig(hidden_dim=8, fanouts=(2,)),
+    ...                                      batch_size=512, epochs=1))
+    >>> report = run(config)
+    >>> len(report.epochs), 0.0 <= report.test_acc <= 1.0
+    (1, True)
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+import torch
+
+from hetray.cluster.spec import LinkSpec
+from hetray.core.errors import ConfigError, PartitionHolderError
+from hetray.core.group import SHUTDOWN_PATIENCE_S, ActorGroup, LocalActorGroup, WorkerInit
+from hetray.graph.datasets import load_dataset
+from hetray.graph.hetero import HeteroGraph
+from hetray.heta.cache import CachePolicy, cache_comparison
+from hetray.heta.collective import CollectiveHub
+from hetray.heta.driver import EpochReport, HetaDriver
+from hetray.heta.holder import HolderConfig, Mode, shared_owners
+from hetray.heta.raf import TrainConfig
+from hetray.heta.worker import HolderWorker
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Backend", "CacheConfig", "LinkConfig", "LocalBackend", "LocalHolderGroup", "Progress",
+           "RecoveryConfig", "RunConfig", "RunReport", "TrainConfig", "run"]
+
+#: Bytes per MiB (``cache.budget_mb``).
+MIB = 2**20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkConfig:
+    """The emulated network every cross-holder byte crosses (``alpha + bytes / beta``).
+
+    Attributes:
+        gbit_per_s: bandwidth ``beta`` in Gbit/s; 0 means no emulation (shared memory as is).
+        latency_us: per-message latency ``alpha`` in microseconds.
+    """
+
+    gbit_per_s: float = 0.0
+    latency_us: float = 50.0
+
+    def __post_init__(self) -> None:
+        for name in ("gbit_per_s", "latency_us"):
+            if getattr(self, name) < 0:
+                raise ConfigError("LinkConfig", name, getattr(self, name), ">= 0")
+
+    def spec(self) -> LinkSpec | None:
+        """The link, or None without emulation."""
+        if self.gbit_per_s == 0:
+            return None
+        return LinkSpec.from_gbit_per_s(self.latency_us / 1e6, self.gbit_per_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheConfig:
+    """Heta's heterogeneity-aware cache (:mod:`hetray.heta.cache`).
+
+    Attributes:
+        budget_mb: MiB per holder; vanilla caches remote input rows within it (0: no cache).
+        policy: which rows the vanilla cache holds (Heta's or type-agnostic).
+        compare: with a budget, also compare both policies offline (``RunReport.cache``).
+    """
+
+    budget_mb: float = 0.0
+    policy: CachePolicy = CachePolicy.HETERO
+    compare: bool = True
+
+    def __post_init__(self) -> None:
+        if self.budget_mb < 0:
+            raise ConfigError("CacheConfig", "budget_mb", self.budget_mb, ">= 0")
+
+    @property
+    def budget_bytes(self) -> int:
+        """The budget in bytes."""
+        return int(self.budget_mb * MIB)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryConfig:
+    """Checkpoints and restarts of the holder group.
+
+    Attributes:
+        checkpoint_every: also checkpoint every this many steps (0: only at epoch starts).
+        max_restarts: group restarts from checkpoint before a holder failure is raised.
+    """
+
+    checkpoint_every: int = 0
+    max_restarts: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("checkpoint_every", "max_restarts"):
+            if getattr(self, name) < 0:
+                raise ConfigError("RecoveryConfig", name, getattr(self, name), ">= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    """One Heta run (``hetray train heta --print-config`` prints it as YAML).
+
+    Attributes:
+        dataset: ``synthetic-mag:EDGES[:SEED]``, a Parquet dataset dir or a ``heco_*`` dir
+            (:func:`~hetray.graph.datasets.load_dataset`).
+        mode: RAF (Heta) or vanilla (DistDGL-style).
+        num_partitions: ``K`` holders.
+        node_partition: vanilla's node assignment, ``"metis"`` or ``"random"``.
+        holder_cpus: CPUs each holder reserves (Ray backend).
+        train: model and training hyper-parameters.
+        link: emulated network between holders.
+        cache: vanilla's remote-row cache and the offline cache comparison.
+        recovery: checkpoints and restarts.
+    """
+
+    dataset: str = "synthetic-mag:100000"
+    mode: Mode = Mode.RAF
+    num_partitions: int = 2
+    node_partition: str = "metis"
+    holder_cpus: float = 1.0
+    train: TrainConfig = field(default_factory=TrainConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
+
+    def __post_init__(self) -> None:
+        if self.holder_cpus <= 0:
+            raise ConfigError("RunConfig", "holder_cpus", self.holder_cpus, "> 0")
+        self.holder_config()  # checks partitions, node_partition and the cache
+
+    def holder_config(self) -> HolderConfig:
+        """What every holder of the run shares (vanilla only gets the cache budget)."""
+        cache_bytes = self.cache.budget_bytes if self.mode is Mode.VANILLA else 0
+        return HolderConfig(mode=self.mode, train=self.train, num_partitions=self.num_partitions,
+                            link=self.link.spec(), node_partition=self.node_partition,
+                            cache_bytes=cache_bytes, cache_policy=self.cache.policy)
+
+
+class Backend(Protocol):
+    """How a run's holder group is made (in-process, or Ray actors)."""
+
+    def holders(self, hg: HeteroGraph, config: HolderConfig,
+                owners: dict[str, torch.Tensor] | None, *,
+                holder_cpus: float) -> ActorGroup[HolderWorker]:
+        """Start ``config.num_partitions`` holders (not yet joined in a collective).
+
+        Args:
+            hg: the graph every holder reads.
+            config: the holders' shared config.
+            owners: vanilla's node partition from :func:`shared_owners` (None for RAF).
+            holder_cpus: CPUs each holder reserves (where the backend reserves any).
+        """
+
+
+class LocalBackend:
+    """The ``K`` holders as objects in this process, each on its own thread (no Ray)."""
+
+    def holders(self, hg: HeteroGraph, config: HolderConfig,
+                owners: dict[str, torch.Tensor] | None, *,
+                holder_cpus: float) -> LocalHolderGroup:
+        """Start the holders in-process; they meet in one :class:`CollectiveHub`.
+
+        ``holder_cpus`` is not reserved: the holders share this process's threads.
+        """
+        hub = CollectiveHub()
+        inits = [WorkerInit.of(hg, config, k, owners, hub=hub)
+                 for k in range(config.num_partitions)]
+        logger.info("starting %d in-process holders (%s, %g CPUs each requested)",
+                    config.num_partitions, config.mode.value, holder_cpus)
+        return LocalHolderGroup(inits, hub)
+
+
+class LocalHolderGroup(LocalActorGroup[HolderWorker]):
+    """In-process holders and their :class:`CollectiveHub`.
+
+    A thread cannot be killed as an actor can, so :meth:`shutdown` first aborts the hub's
+    collectives: a holder left waiting for a dead peer then returns to run its own
+    ``shutdown()``.
+
+    Args:
+        inits: one :class:`WorkerInit` of :class:`HolderWorker` per holder.
+        hub: the collective hub every init carries.
+    """
+
+    def __init__(self, inits: list[WorkerInit], hub: CollectiveHub) -> None:
+        super().__init__(HolderWorker, inits, on_failure=PartitionHolderError)
+        self.hub = hub
+
+    def shutdown(self, patience_s: float = SHUTDOWN_PATIENCE_S) -> None:
+        """Abort waiting collectives, then shut the holders down as the base group does."""
+        self.hub.close("the holder group is shutting down")
+        super().shutdown(patience_s)
+
+
+class Progress:
+    """Observes a run; override either method (this base observes nothing)."""
+
+    def on_step(self, done: int, total: int) -> None:
+        """Step ``done`` of ``total`` of the current epoch finished."""
+
+    def on_epoch(self, report: EpochReport) -> None:
+        """An epoch finished."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunReport:
+    """A finished run.
+
+    Attributes:
+        dataset: the graph's name.
+        mode: ``raf`` or ``vanilla``.
+        model: ``rgcn`` or ``rgat``.
+        partitions: ``K``.
+        epochs: per-epoch reports.
+        train_acc: accuracy on the training ids after training (fraction).
+        val_acc: validation accuracy (fraction).
+        test_acc: test accuracy (fraction).
+        link_delay_s: emulated network seconds summed over holders.
+        counters: every holder counter summed over holders (``bytes_sent``,
+            ``link_delay_s``, and ``cache_*`` for a vanilla run with a cache).
+        cache: the offline hetero-aware vs type-agnostic cache comparison
+            (:func:`~hetray.heta.cache.cache_comparison`), or None when not asked for.
+    """
+
+    dataset: str
+    mode: str
+    model: str
+    partitions: int
+    epochs: tuple[EpochReport, ...]
+    train_acc: float
+    val_acc: float
+    test_acc: float
+    link_delay_s: float
+    counters: dict[str, float] = field(default_factory=dict)
+    cache: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-valid dict (epochs as a list of dicts; no ``cache`` key when there is none)."""
+        out = asdict(self)
+        out["epochs"] = [asdict(e) for e in self.epochs]
+        if self.cache is None:
+            del out["cache"]
+        return out
+
+    def to_parquet(self, path: str | Path) -> None:
+        """Write one row per epoch (the :class:`EpochReport` fields) to ``path``."""
+        pd.DataFrame([asdict(e) for e in self.epochs]).to_parquet(path)
+
+    @property
+    def mean_epoch_time_s(self) -> float:
+        """Mean wall seconds per epoch."""
+        return sum(e.epoch_time_s for e in self.epochs) / max(1, len(self.epochs))
+
+    @property
+    def mean_bytes_sent(self) -> float:
+        """Mean bytes all holders sent per epoch."""
+        return sum(e.bytes_sent for e in self.epochs) / max(1, len(self.epochs))
+
+
+def run(config: RunConfig, backend: Backend | None = None, progress: Progress | None = None,
+        *, graph: HeteroGraph | None = None) -> RunReport:
+    """Start the holders, train ``config.train.epochs`` epochs, evaluate, shut them down.
+
+    Args:
+        config: the run.
+        backend: where the holders run (None: :class:`LocalBackend`, in this process).
+        progress: observes steps and epochs (None: nothing observes).
+        graph: the graph to train on (None: load ``config.dataset``).
+
+    Raises:
+        ConfigError: ``config.dataset`` names no dataset.
+        PartitionHolderError: a holder failed more than ``config.recovery.max_restarts``
+            times.
+    """
+    hg = graph if graph is not None else load_dataset(config.dataset)
+    holders = config.holder_config()
+    progress = progress or Progress()
+    owners = shared_owners(hg, holders)  # once: METIS is not deterministic across calls
+    group = (backend or LocalBackend()).holders(hg, holders, owners,
+                                                holder_cpus=config.holder_cpus)
+    try:
+        with tempfile.TemporaryDirectory(prefix="hetray-heta-ckpt-") as ckpt:
+            driver = HetaDriver(group, hg, holders, checkpoint_dir=Path(ckpt),
+                                checkpoint_every=config.recovery.checkpoint_every,
+                                max_restarts=config.recovery.max_restarts)
+            epochs = driver.run(progress.on_epoch, progress.on_step)
+            accuracy = [driver.accuracy(ids) for ids in (hg.train_idx, hg.val_idx, hg.test_idx)]
+            counters = driver.counters()
+    finally:
+        group.shutdown()
+    cache = _cache_comparison(hg, config)
+    return RunReport(dataset=hg.name, mode=holders.mode.value,
+                     model=holders.train.model.conv.value, partitions=holders.num_partitions,
+                     epochs=epochs, train_acc=accuracy[0], val_acc=accuracy[1],
+                     test_acc=accuracy[2], link_delay_s=counters["link_delay_s"],
+                     counters=counters, cache=cache)
+
+
+def _cache_comparison(hg: HeteroGraph, config: RunConfig) -> dict[str, float] | None:
+    if not (config.cache.compare and config.cache.budget_bytes):
+        return None
+    return cache_comparison(hg, config.train, config.cache.budget_bytes)
+

@@ -1,0 +1,302 @@
+"""The MSPipe run API: ``RunConfig`` -> :class:`MSPipeDriver` (``step()`` = one epoch) -> report.
+
+Every way of running MSPipe calls this: ``hetray train mspipe`` (``hetray/cli/mspipe.py``),
+the Tune experiment (``hetray/experiments/mspipe.py``), ``examples/mspipe_tgn.py`` and
+``benchmarks/mspipe.py``::
+
+    report = run(RunConfig())                     # in-process workers (LocalBackend), no Ray
+    report = run(RunConfig(), RayBackend())       # hetray.actors.mspipe: Ray actors
+    print(report.test.ap, report.to_dict()["staleness_histogram"])
+
+==============  ======================================  ====================================
+mode            stages 1-2 (sample, feature fetch)      stages 3 and 5 (memory fetch, write)
+==============  ======================================  ====================================
+``sequential``  inline in the driver                    in-process store, synchronous
+``mspipe``      sampler + fetcher workers, ahead        ``P`` memory-store shard workers
+==============  ======================================  ====================================
+
+The :class:`Backend` decides where the mspipe mode's workers run: :class:`LocalBackend`
+(threads of this process, :class:`~hetray.core.group.LocalActorGroup`) or
+``hetray.actors.mspipe.RayBackend`` (Ray actors); the sequential mode uses no backend and
+needs no Ray. The trainer (stage 4) is the driver in every case and owns the model, so a
+run's parameters can be compared bit for bit across modes and backends.
+
+The driver's step unit is an **epoch**: a training pass from zeroed memory, then the
+validation pass. :meth:`MSPipeDriver.run` steps until the epochs are done or early stopping
+ends training, restores the best epoch (with ``patience``), tests, and returns the
+:class:`~hetray.mspipe.report.RunReport`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from hetray.core.errors import ConfigError
+from hetray.core.group import ActorGroup, LocalActorGroup, WorkerInit
+from hetray.mspipe.fit import QUIET, EpochLoop, Progress, TrainConfig, build_model, memory_config
+from hetray.mspipe.report import EpochRecord, RunReport
+from hetray.mspipe.sources import (
+    FetcherWorker,
+    GroupSources,
+    InlineSources,
+    SamplerWorker,
+    SourceFactory,
+)
+from hetray.mspipe.staleness import MemoryBackend, PipelineConfig, PipelineMode
+from hetray.mspipe.store import LocalMemoryStore, MemoryStoreWorker, shard_failure
+from hetray.mspipe.store_client import MemoryStoreClient
+from hetray.temporal.data import EventStream, chronological_split
+from hetray.temporal.loaders import load_events
+from hetray.temporal.models import ModelConfig, ModelKind
+from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
+from hetray.temporal.train import LinkMetrics
+
+logger = logging.getLogger(__name__)
+
+#: ``DataConfig.dataset`` naming the synthetic stream.
+SYNTHETIC = "synthetic"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataConfig:
+    """The event stream.
+
+    Attributes:
+        dataset: ``synthetic`` or a path :func:`~hetray.temporal.loaders.load_events` reads
+            (``CollegeMsg.txt``, ``soc-sign-bitcoin*.csv``, ``ml_*.csv``, ``edges.csv`` or
+            ``.parquet``).
+        synthetic: size and dynamics of the synthetic stream (used for ``synthetic``).
+    """
+
+    dataset: str = SYNTHETIC
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+
+    def __post_init__(self) -> None:
+        if not self.dataset:
+            raise ConfigError("DataConfig", "dataset", self.dataset, "'synthetic' or a path")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelChoice:
+    """Which memory-based TGNN, and its size (the edge feature dim comes from the data).
+
+    Attributes:
+        kind: TGN, JODIE or APAN.
+        memory_dim: memory dimension ``D``, also the time-encoding dimension.
+    """
+
+    kind: ModelKind = ModelKind.TGN
+    memory_dim: int = 100
+
+    def __post_init__(self) -> None:
+        self.model_config(edge_feat_dim=0)  # raises ConfigError for a bad memory_dim
+
+    def model_config(self, edge_feat_dim: int) -> ModelConfig:
+        """The model's full config on a stream with ``edge_feat_dim`` edge features."""
+        return ModelConfig(kind=self.kind, memory_dim=self.memory_dim, time_dim=self.memory_dim,
+                           edge_feat_dim=edge_feat_dim)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreConfig:
+    """The workers of the mspipe mode.
+
+    Attributes:
+        num_shards: memory-store shards ``P``.
+        checkpoint_dir: where shards checkpoint (Parquet); '' = no checkpoints, so a dead
+            shard cannot be restored.
+        checkpoint_every: versions (batches) between checkpoints (also at each epoch start
+            and at shutdown).
+        actor_cpus: CPUs each worker (sampler, fetcher, every shard) reserves on Ray.
+    """
+
+    num_shards: int = 2
+    checkpoint_dir: str = ""
+    checkpoint_every: int = 10
+    actor_cpus: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.num_shards < 1:
+            raise ConfigError("StoreConfig", "num_shards", self.num_shards, ">= 1")
+        if self.checkpoint_every < 0:
+            raise ConfigError("StoreConfig", "checkpoint_every", self.checkpoint_every,
+                              ">= 0 (0 = only at epoch start and shutdown)")
+        if self.actor_cpus < 0:
+            raise ConfigError("StoreConfig", "actor_cpus", self.actor_cpus, ">= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    """One MSPipe run; the sections are the YAML file's (``hetray train mspipe --print-config``).
+
+    Attributes:
+        data: the event stream. model: the model. pipeline: mode and staleness.
+        train: optimisation. store: the mspipe mode's workers.
+    """
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelChoice = field(default_factory=ModelChoice)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
+
+
+class Backend(Protocol):
+    """Makes the groups of the mspipe mode's workers (where they run)."""
+
+    def memory_stores(self, inits: Sequence[WorkerInit],
+                      num_cpus: float) -> ActorGroup[MemoryStoreWorker]:
+        """``P`` shard workers, worker ``s`` from ``inits[s]``, failing as ``shard_failure``."""
+        ...
+
+    def samplers(self, init: WorkerInit, num_cpus: float) -> ActorGroup[SamplerWorker]:
+        """One sampler worker."""
+        ...
+
+    def fetchers(self, init: WorkerInit, num_cpus: float) -> ActorGroup[FetcherWorker]:
+        """One feature-fetch worker."""
+        ...
+
+
+class LocalBackend:
+    """Every worker an object in this process, on its own thread (no Ray)."""
+
+    def memory_stores(self, inits: Sequence[WorkerInit],
+                      num_cpus: float) -> ActorGroup[MemoryStoreWorker]:
+        """In-process shard workers (``num_cpus`` is Ray's; unused here)."""
+        return LocalActorGroup(MemoryStoreWorker, inits, on_failure=shard_failure)
+
+    def samplers(self, init: WorkerInit, num_cpus: float) -> ActorGroup[SamplerWorker]:
+        """An in-process sampler worker."""
+        return LocalActorGroup(SamplerWorker, [init])
+
+    def fetchers(self, init: WorkerInit, num_cpus: float) -> ActorGroup[FetcherWorker]:
+        """An in-process feature-fetch worker."""
+        return LocalActorGroup(FetcherWorker, [init])
+
+
+def load_dataset(data: DataConfig) -> EventStream:
+    """The stream ``data`` names.
+
+    Raises:
+        TemporalDataError: a file that is missing or does not parse (names file and row).
+    """
+    if data.dataset == SYNTHETIC:
+        return synthetic_events(data.synthetic)
+    return load_events(Path(data.dataset))
+
+
+class MSPipeDriver:
+    """One run as a state machine over the groups of its workers; :meth:`step` is one epoch.
+
+    Args:
+        config: the run.
+        backend: where the mspipe mode's workers run (None: :class:`LocalBackend`).
+        progress: observation callbacks (None: quiet).
+
+    Attributes:
+        events, split: the stream and its chronological split.
+        model: the model being trained.
+        memory_stores: the shard workers' group (None in sequential mode).
+        epochs: one record per epoch stepped.
+    """
+
+    def __init__(self, config: RunConfig, backend: Backend | None = None,
+                 progress: Progress | None = None) -> None:
+        self.config = config
+        self.events = load_dataset(config.data)
+        self.split = chronological_split(self.events)
+        model_cfg = config.model.model_config(self.events.edge_feat_dim)
+        self.model = build_model(model_cfg, config.train.seed)
+        self.memory_stores: ActorGroup[MemoryStoreWorker] | None = None
+        self._groups: list[ActorGroup[Any]] = []
+        sources, store = self._stages(model_cfg, backend)
+        self.loop = EpochLoop(self.model, self.split, train_cfg=config.train,
+                              pipe_cfg=config.pipeline, sources=sources, store=store,
+                              progress=progress or QUIET)
+        self.epochs: list[EpochRecord] = []
+
+    def _stages(self, model_cfg: ModelConfig,
+                backend: Backend | None) -> tuple[SourceFactory, MemoryBackend]:
+        """Stages 1-2 and 3/5 of the config's mode (the mspipe mode starts its groups)."""
+        cfg, mem_cfg = self.config, memory_config(self.events, model_cfg)
+        if cfg.pipeline.mode == PipelineMode.SEQUENTIAL:
+            return (InlineSources(self.events, self.split, model_cfg.num_neighbors,
+                                  cfg.train.seed), LocalMemoryStore(mem_cfg))
+        backend = backend or LocalBackend()
+        store, cpus = cfg.store, cfg.store.actor_cpus
+        try:
+            samplers = self._keep(backend.samplers(WorkerInit.of(
+                self.events, self.split, model_cfg.num_neighbors, cfg.train.seed), cpus))
+            fetchers = self._keep(backend.fetchers(WorkerInit.of(self.events.edge_feat), cpus))
+            self.memory_stores = self._keep(backend.memory_stores([WorkerInit.of(
+                mem_cfg, s, store.num_shards, checkpoint_dir=store.checkpoint_dir,
+                checkpoint_every=store.checkpoint_every) for s in range(store.num_shards)], cpus))
+            client = MemoryStoreClient(self.memory_stores,
+                                       checkpointing=bool(store.checkpoint_dir))
+        except BaseException:
+            self.close()
+            raise
+        logger.info("mspipe workers: 1 sampler, 1 fetcher, %d memory-store shards",
+                    store.num_shards)
+        return GroupSources(samplers, fetchers, chunk=cfg.pipeline.io_batches), client
+
+    def _keep(self, group: ActorGroup[Any]) -> ActorGroup[Any]:
+        self._groups.append(group)
+        return group
+
+    @property
+    def done(self) -> bool:
+        """Whether every epoch ran or early stopping ended training."""
+        return self.loop.done
+
+    def step(self) -> EpochRecord:
+        """Train one epoch and validate it; returns its record."""
+        record = EpochRecord.of(len(self.epochs) + 1, self.loop.step(), self.loop.report.val)
+        self.epochs.append(record)
+        return record
+
+    def test(self) -> LinkMetrics:
+        """Test AP / AUC (transductive) of the current parameters, after the last pass."""
+        return self.loop.test()[0]
+
+    def run(self) -> RunReport:
+        """Step until done, restore the best epoch (with patience), test; the report."""
+        while not self.done:
+            self.step()
+        fit = self.loop.finish()
+        return RunReport.of(fit, events=self.events, mode=self.config.pipeline.mode,
+                            epochs=self.epochs)
+
+    def close(self) -> None:
+        """Shut every group down (shards write a final checkpoint first)."""
+        for group in reversed(self._groups):
+            group.shutdown()
+        self._groups = []
+
+    def __enter__(self) -> MSPipeDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def run(config: RunConfig, backend: Backend | None = None,
+        progress: Progress | None = None) -> RunReport:
+    """Train, validate and test one configuration; the workers are shut down after.
+
+    Args:
+        config: the run.
+        backend: where the mspipe mode's workers run (None: in this process, no Ray).
+        progress: observation callbacks (None: quiet).
+
+    Raises:
+        TemporalDataError: the dataset file is missing or malformed.
+        MemoryStoreError: a shard died and could not be restored.
+    """
+    with MSPipeDriver(config, backend, progress) as driver:
+        return driver.run()

@@ -1,0 +1,280 @@
+"""Stages 1 and 2 of MSPipe: where a pass's batches come from, and its named random streams.
+
+Glossary: ``B`` events per batch, ``R = 3B`` roots, ``K`` neighbours, ``G`` batches per
+prefetch call (``PipelineConfig.io_batches``).
+
+Two implementations of one interface (``SourceFactory.open(...) -> BatchSource``):
+
+================  =========================================================================
+InlineSources     sample and fetch features in the caller when a batch is asked for
+                  (the sequential pipeline)
+GroupSources      a sampler worker and a feature-fetch worker (two 1-worker groups, in
+                  process or Ray actors) run ahead of the trainer, ``G`` consecutive
+                  batches per call; the sampled chunk comes back once, and only its
+                  neighbours travel on to the fetcher, whose features the trainer attaches
+================  =========================================================================
+
+Named random streams. Batch ``i`` of a pass draws its negatives from
+``default_rng((seed, *stream.batch_key(i)))``; the stream names the pass, so every pass of a
+run draws its own negatives and a rerun draws the same ones::
+
+    kind         key                pass
+    TRAIN        (0, epoch, i)      training pass of epoch ``epoch`` (0-based)
+    VALIDATION   (1, epoch, i)      validation pass after epoch ``epoch``
+    TEST         (2, i)             the test pass
+    REBUILD      (3, i)             the training events again, after restoring the best epoch
+
+Example:
+    >>> NegativeStream.train(epoch=4).batch_key(7)
+    (0, 4, 7)
+    >>> NegativeStream.test().batch_key(7)
+    (2, 7)
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from hetray.core.group import ActorGroup
+from hetray.mspipe.staleness import BatchSource
+from hetray.temporal.batches import (
+    NeighbourFeatures,
+    SampledBatch,
+    fetch_features,
+    neighbour_features,
+    sample_batch,
+)
+from hetray.temporal.data import EventStream, TemporalSplit
+from hetray.temporal.sampler import Neighbours, TemporalCSR
+
+logger = logging.getLogger(__name__)
+
+
+class StreamKind(enum.IntEnum):
+    """The pass a negative draw belongs to (the first element of its key)."""
+
+    TRAIN = 0
+    VALIDATION = 1
+    TEST = 2
+    REBUILD = 3
+
+
+@dataclass(frozen=True, slots=True)
+class NegativeStream:
+    """The random stream of one pass's negatives (see the module doc).
+
+    Attributes:
+        kind: which pass. epoch: 0-based epoch for TRAIN and VALIDATION, None otherwise.
+    """
+
+    kind: StreamKind
+    epoch: int | None = None
+
+    @classmethod
+    def train(cls, epoch: int) -> NegativeStream:
+        """The training pass of ``epoch``."""
+        return cls(StreamKind.TRAIN, epoch)
+
+    @classmethod
+    def validation(cls, epoch: int) -> NegativeStream:
+        """The validation pass after ``epoch``."""
+        return cls(StreamKind.VALIDATION, epoch)
+
+    @classmethod
+    def test(cls) -> NegativeStream:
+        """The test pass."""
+        return cls(StreamKind.TEST)
+
+    @classmethod
+    def rebuild(cls) -> NegativeStream:
+        """The training events streamed again after the best epoch is restored."""
+        return cls(StreamKind.REBUILD)
+
+    def batch_key(self, index: int) -> tuple[int, ...]:
+        """The key of batch ``index``'s draw (plain ints)."""
+        head = (int(self.kind),) if self.epoch is None else (int(self.kind), self.epoch)
+        return (*head, index)
+
+
+class EventView(enum.StrEnum):
+    """Which events a pass samples neighbours from."""
+
+    TRAIN = "train"
+    FULL = "full"
+
+
+def build_csrs(events: EventStream, split: TemporalSplit) -> dict[EventView, TemporalCSR]:
+    """T-CSRs of the training events and of all events."""
+    train = split.train
+    return {EventView.TRAIN: TemporalCSR.build(events.src[train], events.dst[train],
+                                               events.t[train], events.num_nodes),
+            EventView.FULL: TemporalCSR.build(events.src, events.dst, events.t,
+                                              events.num_nodes)}
+
+
+class SourceFactory(Protocol):
+    """Opens stages 1-2 for a pass."""
+
+    def open(self, view: EventView, eid_batches: list[np.ndarray],
+             stream: NegativeStream) -> BatchSource:
+        """A source producing ``eid_batches`` (int64 (B,) each) in order."""
+        ...
+
+
+class InlineSource:
+    """Stages 1 and 2 run in the caller when a batch is asked for (sequential mode)."""
+
+    def __init__(self, events: EventStream, csr: TemporalCSR, eid_batches: list[np.ndarray],
+                 *, num_neighbors: int, stream: NegativeStream, seed: int) -> None:
+        self.events, self.csr, self.eid_batches = events, csr, eid_batches
+        self.num_neighbors, self.stream, self.seed = num_neighbors, stream, seed
+
+    def request(self, index: int) -> None:
+        """Nothing runs ahead."""
+
+    def get(self, index: int) -> SampledBatch:
+        """Sample batch ``index`` and fetch its features now."""
+        batch = sample_batch(self.events, self.csr, self.eid_batches[index], index=index,
+                             num_neighbors=self.num_neighbors,
+                             neg_stream=self.stream.batch_key(index), seed=self.seed)
+        return fetch_features(batch, self.events.edge_feat)
+
+
+class InlineSources:
+    """Sources that sample in the caller (the sequential pipeline)."""
+
+    def __init__(self, events: EventStream, split: TemporalSplit, num_neighbors: int,
+                 seed: int) -> None:
+        self.events, self.num_neighbors, self.seed = events, num_neighbors, seed
+        self.csrs = build_csrs(events, split)
+
+    def open(self, view: EventView, eid_batches: list[np.ndarray],
+             stream: NegativeStream) -> BatchSource:
+        """An :class:`InlineSource`."""
+        return InlineSource(self.events, self.csrs[view], eid_batches,
+                            num_neighbors=self.num_neighbors, stream=stream, seed=self.seed)
+
+
+class SamplerWorker:
+    """Stage 1 as a worker: negatives and the ``K`` most recent neighbours of every root."""
+
+    def __init__(self, events: EventStream, split: TemporalSplit, num_neighbors: int,
+                 seed: int) -> None:
+        self._events = events
+        self._csrs = build_csrs(events, split)
+        self._num_neighbors = num_neighbors
+        self._seed = seed
+
+    def sample(self, view: EventView, eid_batches: list[np.ndarray], first_index: int,
+               stream: NegativeStream) -> list[SampledBatch]:
+        """Sample consecutive batches ``first_index, ...`` of events (int64 (B,) each)."""
+        return [sample_batch(self._events, self._csrs[view], eids, index=index,
+                             num_neighbors=self._num_neighbors,
+                             neg_stream=stream.batch_key(index), seed=self._seed)
+                for index, eids in enumerate(eid_batches, start=first_index)]
+
+    def ping(self) -> bool:
+        """Liveness check."""
+        return True
+
+
+class FetcherWorker:
+    """Stage 2 as a worker: the edge features float32 (E, D_e) and their gather."""
+
+    def __init__(self, edge_feat: np.ndarray) -> None:
+        self._edge_feat = edge_feat
+
+    def fetch(self, neighbours: list[Neighbours]) -> list[NeighbourFeatures]:
+        """The neighbour features float32 (R, K, D_e) of each batch (only those travel back)."""
+        return [neighbour_features(nbrs, self._edge_feat) for nbrs in neighbours]
+
+    def ping(self) -> bool:
+        """Liveness check."""
+        return True
+
+
+@dataclass(slots=True)
+class _Chunk:
+    """``G`` consecutive batches in production: sampling, then feature fetch."""
+
+    sampled: Any
+    batches: list[SampledBatch] | None = None
+    fetched: Any = None
+
+
+class GroupSource:
+    """One pass's batches, produced ahead by the workers (``request``) and taken in order.
+
+    A chunk is sampled when requested; it goes on to the fetcher once its sample is in,
+    noticed when the trainer next takes a batch of a new chunk (never blocking on it), so
+    the chunk after the one being read is fetched while the trainer trains.
+    """
+
+    def __init__(self, sources: GroupSources, view: EventView, eid_batches: list[np.ndarray],
+                 stream: NegativeStream) -> None:
+        self._sources, self._view = sources, view
+        self._eid_batches, self._stream = eid_batches, stream
+        self._chunks: dict[int, _Chunk] = {}
+        self._ready: dict[int, SampledBatch] = {}
+
+    def _first(self, index: int) -> int:
+        return index - index % self._sources.chunk
+
+    def request(self, index: int) -> None:
+        """Start sampling the chunk holding batch ``index``."""
+        first = self._first(index)
+        if first not in self._chunks and index not in self._ready:
+            batches = self._eid_batches[first:first + self._sources.chunk]
+            handle = self._sources.samplers.execute_async(
+                SamplerWorker.sample, self._view, batches, first, self._stream)[0]
+            self._chunks[first] = _Chunk(sampled=handle)
+
+    def get(self, index: int) -> SampledBatch:
+        """Batch ``index`` with its features (its chunk is requested now if it was not)."""
+        if index not in self._ready:
+            self.request(index)
+            self._forward_sampled()
+            chunk = self._chunks.pop(self._first(index))
+            if chunk.batches is None:
+                self._forward(chunk)
+            features = self._sources.fetchers.get([chunk.fetched])[0]
+            self._ready.update((j, feat.attach(batch)) for j, (batch, feat) in enumerate(
+                zip(chunk.batches or [], features, strict=True), start=self._first(index)))
+        return self._ready.pop(index)
+
+    def _forward_sampled(self) -> None:
+        """Send every chunk whose sample is in to the fetcher (never blocks)."""
+        samplers = self._sources.samplers
+        for chunk in self._chunks.values():
+            if chunk.batches is None and samplers.done([chunk.sampled]):
+                self._forward(chunk)
+
+    def _forward(self, chunk: _Chunk) -> None:
+        """Take ``chunk``'s sample (waiting if needed) and start its feature fetch."""
+        chunk.batches = self._sources.samplers.get([chunk.sampled])[0]
+        chunk.fetched = self._sources.fetchers.execute_async(
+            FetcherWorker.fetch, [batch.nbrs for batch in chunk.batches])[0]
+
+
+class GroupSources:
+    """A sampler group and a fetcher group (one worker each); a :class:`GroupSource` per pass.
+
+    Args:
+        samplers: one :class:`SamplerWorker`.
+        fetchers: one :class:`FetcherWorker`.
+        chunk: ``G``, consecutive batches per call (every call costs the trainer time).
+    """
+
+    def __init__(self, samplers: ActorGroup[SamplerWorker], fetchers: ActorGroup[FetcherWorker],
+                 chunk: int) -> None:
+        self.samplers, self.fetchers, self.chunk = samplers, fetchers, chunk
+
+    def open(self, view: EventView, eid_batches: list[np.ndarray],
+             stream: NegativeStream) -> BatchSource:
+        """A source for one pass."""
+        return GroupSource(self, view, eid_batches, stream)

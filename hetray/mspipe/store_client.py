@@ -1,0 +1,318 @@
+"""The memory-store protocol over ``P`` shard workers: routing, held writes, recovery.
+
+Glossary: ``P`` shards (the workers of an ``ActorGroup[MemoryStoreWorker]``), ``v``
+versions (batches applied), ``m`` a read's ``min_version``.
+
+:class:`MemoryStoreClient` is the pipeline's :class:`~hetray.mspipe.staleness.MemoryBackend`
+on a group of :class:`~hetray.mspipe.store.MemoryStoreWorker` (in-process workers or Ray
+actors: the client only sees the group). Node ``n`` is served by shard ``n % P``::
+
+    write(update, v)     split by owner shard and *held*: nothing is sent yet
+    read(nodes, m)       one call per shard: write_read(held writes, nodes_s, m) when
+                         writes are held (they ride with the read), else read(nodes_s, m)
+    read.result()        if m > the last version sent, the held writes are sent on their
+                         own first (no later read could carry them in time), then waits
+    write.result()       sends the held writes, then waits
+    drain()              sends the held writes and waits for every write in flight
+
+Holding writes halves the calls per batch (every call costs the trainer time; see "Grouped
+memory I/O" in :mod:`hetray.mspipe.staleness`), and no read ever waits on a held write.
+
+Recovery. When a call fails, the client pings its shard: a shard that answers raised a real
+error, which propagates. A dead shard is replaced (``group.restart_worker(s)``); the new
+worker restores its last checkpoint and the client fast-forwards it to the last version
+sent. The updates in between are lost and recorded as a
+:class:`~hetray.mspipe.staleness.Recovery`; writes still held reach the new worker later,
+and reads the dead one owed are issued again. Without checkpoints a dead shard is a
+:class:`~hetray.core.errors.MemoryStoreError`.
+
+Every state transition is a client method: :class:`PendingRead` and :class:`PendingWrite` are
+made by the client after it issued the calls, and their ``result()`` asks the client to
+complete them.
+
+Example:
+    >>> import numpy as np
+    >>> from hetray.core.group import LocalActorGroup, WorkerInit
+    >>> from hetray.mspipe.store import MemoryStoreWorker
+    >>> from hetray.temporal.memory import MemoryConfig
+    >>> cfg = MemoryConfig(num_nodes=6, memory_dim=2)
+    >>> group = LocalActorGroup(MemoryStoreWorker, [WorkerInit.of(cfg, s, 2) for s in (0, 1)])
+    >>> store = MemoryStoreClient(group, checkpointing=False)
+    >>> store.read(np.arange(6), 0).result().memory.shape
+    (6, 2)
+    >>> group.shutdown()
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hetray.core.errors import MemoryStoreError
+from hetray.core.group import ActorGroup
+from hetray.mspipe.staleness import Recovery
+from hetray.mspipe.store import MemoryStoreWorker, ServedRead, merge_reads, nid2shard, split_update
+from hetray.temporal.memory import MemoryRows, MemoryUpdate
+
+logger = logging.getLogger(__name__)
+
+
+class CallKind(enum.Enum):
+    """What one call to a shard carries."""
+
+    READ = "read"
+    WRITE = "write_many"
+    WRITE_READ = "write_read"
+
+
+@dataclass(slots=True, eq=False)
+class ShardCall:
+    """One call sent to one shard worker; its outcome is fetched once.
+
+    Attributes:
+        shard: the shard. incarnation: which worker of that shard it went to (each
+            recovery starts the next). handle: the group's handle. kind: what it carries.
+        fetched: whether the outcome was collected. value: the result, None if the shard
+            died. settled: whether its write seconds were counted.
+    """
+
+    shard: int
+    incarnation: int
+    handle: Any
+    kind: CallKind
+    fetched: bool = False
+    value: Any = None
+    settled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _HeldWrite:
+    """A write-back not sent yet: its per-shard parts, its version and its pending handle."""
+
+    parts: list[MemoryUpdate]
+    version: int
+    pending: PendingWrite
+
+
+class PendingRead:
+    """A read in flight on every shard (made by :meth:`MemoryStoreClient.read`)."""
+
+    def __init__(self, client: MemoryStoreClient, nodes: np.ndarray, parts: list[np.ndarray],
+                 min_version: int, calls: list[ShardCall]) -> None:
+        self.client, self.nodes, self.parts = client, nodes, parts
+        self.min_version, self.calls = min_version, calls
+
+    def ready(self) -> bool:
+        """Whether every shard has answered (never blocks)."""
+        return self.client.finished(self.calls)
+
+    def result(self) -> MemoryRows:
+        """The rows of ``nodes``: :meth:`MemoryStoreClient.complete_read`."""
+        return self.client.complete_read(self)
+
+
+class PendingWrite:
+    """A write-back: held by the client until a read (or :meth:`result`) sends it."""
+
+    def __init__(self, client: MemoryStoreClient) -> None:
+        self.client = client
+        self.calls: list[ShardCall] = []  # the calls carrying it, set when the client sends it
+
+    def ready(self) -> bool:
+        """Whether every shard has applied it (False while it is held)."""
+        return bool(self.calls) and self.client.finished(self.calls)
+
+    def result(self) -> float:
+        """Seconds the slowest shard spent: :meth:`MemoryStoreClient.complete_write`."""
+        return self.client.complete_write(self)
+
+
+class MemoryStoreClient:
+    """``P`` shard workers behind the :class:`~hetray.mspipe.staleness.MemoryBackend` API.
+
+    Args:
+        group: the shard workers, worker ``s`` serving shard ``s`` (made with
+            :func:`~hetray.mspipe.store.shard_failure` as its ``on_failure``).
+        checkpointing: whether the workers checkpoint (a dead shard can then be restored).
+    """
+
+    def __init__(self, group: ActorGroup[MemoryStoreWorker], *, checkpointing: bool) -> None:
+        self.group = group
+        self.num_shards = group.num_workers
+        self.checkpointing = checkpointing
+        versions = group.execute(MemoryStoreWorker.version)
+        start = max(versions)  # shards restored from an older run's checkpoints agree on it
+        if min(versions) != start:
+            group.execute(MemoryStoreWorker.fast_forward, start)
+        self.submitted = self.sent = start
+        self.fetch_s = 0.0
+        self.write_s = [0.0] * self.num_shards
+        self.recoveries: list[Recovery] = []
+        self._held: list[_HeldWrite] = []
+        self._in_flight: list[ShardCall] = []
+        self._incarnation = [0] * self.num_shards
+
+    @property
+    def version(self) -> int:
+        """Highest version submitted."""
+        return self.submitted
+
+    def _calls(self, handles: list[Any], kind: CallKind) -> list[ShardCall]:
+        return [ShardCall(shard=s, incarnation=self._incarnation[s], handle=h, kind=kind)
+                for s, h in enumerate(handles)]
+
+    def read(self, nodes: np.ndarray, min_version: int) -> PendingRead:
+        """Read ``nodes`` (int64 (U,)) from every shard at a version >= ``min_version``."""
+        owner = nid2shard(nodes, self.num_shards)
+        parts = [nodes[owner == s] for s in range(self.num_shards)]
+        held = self._take_held()
+        if not held:
+            handles = self.group.execute_each_async(
+                MemoryStoreWorker.read, [(part, min_version) for part in parts])
+            return PendingRead(self, nodes, parts, min_version, self._calls(handles,
+                                                                            CallKind.READ))
+        handles = self.group.execute_each_async(MemoryStoreWorker.write_read, [
+            ([h.parts[s] for h in held], held[0].version, part, min_version)
+            for s, part in enumerate(parts)])
+        calls = self._calls(handles, CallKind.WRITE_READ)
+        self._track(calls, held)
+        return PendingRead(self, nodes, parts, min_version, calls)
+
+    def write(self, update: MemoryUpdate, version: int) -> PendingWrite:
+        """Hold each shard's part of ``update`` as ``version`` for the next read."""
+        pending = PendingWrite(self)
+        self._held.append(_HeldWrite(split_update(update, self.num_shards), version, pending))
+        self.submitted = version
+        self._harvest()
+        return pending
+
+    def finished(self, calls: list[ShardCall]) -> bool:
+        """Whether every call has an outcome (never blocks)."""
+        waiting = [c.handle for c in calls if not c.fetched]
+        return not waiting or self.group.done(waiting)
+
+    def complete_read(self, pending: PendingRead) -> MemoryRows:
+        """Wait for ``pending``'s shards (sending held writes it needs), merge their rows."""
+        if pending.min_version > self.sent:
+            self.send_held_writes()
+        served = [self._served(pending, s) for s in range(self.num_shards)]
+        start = time.perf_counter()
+        rows = merge_reads(pending.nodes, [s.rows for s in served], self.num_shards)
+        self.fetch_s += max(s.serve_s for s in served) + time.perf_counter() - start
+        return rows
+
+    def complete_write(self, pending: PendingWrite) -> float:
+        """Send the held writes, wait for ``pending``'s; the slowest shard's seconds."""
+        self.send_held_writes()  # so ``pending.calls`` is set
+        return max(self._settle(call) for call in pending.calls)
+
+    def send_held_writes(self) -> None:
+        """Send the held writes on their own (no read came to carry them)."""
+        held = self._take_held()
+        if held:
+            handles = self.group.execute_each_async(MemoryStoreWorker.write_many, [
+                ([h.parts[s] for h in held], held[0].version) for s in range(self.num_shards)])
+            self._track(self._calls(handles, CallKind.WRITE), held)
+
+    def stage_seconds(self) -> tuple[float, float]:
+        """Memory-fetch and write-back seconds finished since the last call (tau_3, tau_5).
+
+        Shards work in parallel, so the slowest shard's write time counts.
+        """
+        fetch, write = self.fetch_s, max(self.write_s)
+        self.fetch_s, self.write_s = 0.0, [0.0] * self.num_shards
+        return fetch, write
+
+    def reset(self) -> None:
+        """Zero every shard (after :meth:`drain`)."""
+        self.group.execute(MemoryStoreWorker.reset)
+
+    def drain(self) -> list[Recovery]:
+        """Wait for every write; returns the recoveries not returned before."""
+        self.send_held_writes()
+        for call in list(self._in_flight):
+            self._settle(call)
+        done, self.recoveries = self.recoveries, []
+        return done
+
+    def _take_held(self) -> list[_HeldWrite]:
+        held, self._held = self._held, []
+        if held:
+            self.sent = held[-1].version
+        return held
+
+    def _track(self, calls: list[ShardCall], held: list[_HeldWrite]) -> None:
+        for write in held:
+            write.pending.calls = calls
+        self._in_flight += calls
+
+    def _harvest(self) -> None:
+        """Settle the writes that have finished (never blocks)."""
+        for call in [c for c in self._in_flight if self.group.done([c.handle])]:
+            self._settle(call)
+
+    def _outcome(self, call: ShardCall) -> Any:
+        """The call's result, fetched once; None when its shard had died (now recovered)."""
+        if not call.fetched:
+            try:
+                call.value = self.group.get([call.handle], indices=[call.shard])[0]
+            except MemoryStoreError as err:
+                self._recover(call, err)
+            call.fetched = True
+        return call.value
+
+    def _settle(self, call: ShardCall) -> float:
+        """Wait for a write-carrying call; count (once) and return its write seconds."""
+        value = self._outcome(call)
+        spent = 0.0 if value is None else value[0] if call.kind is CallKind.WRITE_READ \
+            else value
+        if not call.settled:
+            call.settled = True
+            self.write_s[call.shard] += spent
+            self._in_flight.remove(call)
+        return spent
+
+    def _served(self, pending: PendingRead, shard: int) -> ServedRead:
+        """Shard ``shard``'s part of ``pending``, read again from its new worker if it died."""
+        call = pending.calls[shard]
+        value = self._outcome(call)
+        if call.kind is CallKind.WRITE_READ:
+            self._settle(call)
+        if value is None:
+            return self.group.execute_single(shard, MemoryStoreWorker.read, pending.parts[shard],
+                                             pending.min_version)
+        return value[1] if call.kind is CallKind.WRITE_READ else value
+
+    def _recover(self, call: ShardCall, err: MemoryStoreError) -> None:
+        """Restore ``call``'s shard from its checkpoint if it died (once per death).
+
+        Raises:
+            MemoryStoreError: the shard is alive (it raised ``err`` itself), or it died and
+                checkpointing is off.
+        """
+        shard = call.shard
+        if call.incarnation != self._incarnation[shard]:
+            return  # an earlier failed call already replaced this worker
+        if self._alive(shard):
+            raise err
+        if not self.checkpointing:
+            raise MemoryStoreError(shard, "actor died and checkpointing is off") from err
+        self.group.restart_worker(shard)
+        self._incarnation[shard] += 1
+        restored = self.group.execute_single(shard, MemoryStoreWorker.fast_forward, self.sent)
+        recovery = Recovery(shard=shard, restored_version=restored, resumed_version=self.sent)
+        logger.warning("%s", recovery)
+        self.recoveries.append(recovery)
+
+    def _alive(self, shard: int) -> bool:
+        """Whether shard ``shard``'s worker still answers."""
+        try:
+            self.group.execute_single(shard, MemoryStoreWorker.ping)
+        except MemoryStoreError:
+            return False
+        return True

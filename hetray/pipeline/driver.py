@@ -1,0 +1,199 @@
+"""The pipeline driver: one training step at a time over a group of stage replicas.
+
+Symbols: ``p`` ranks, ``dp_r`` replicas of rank ``r``, ``G`` sequences per step, ``S``
+sequence length.
+
+The driver talks only to an :class:`~hetray.core.group.ActorGroup` of
+:class:`~hetray.pipeline.stage.PipelineStage` workers (worker ``i`` = the ``i``-th endpoint
+of the layout, rank then replica), so the same code drives threads in this process and Ray
+actors. State machine of :meth:`PipelineDriver.step`::
+
+    READY  --step ok-->  READY   (snapshot := every replica's state_dict, at step k+1)
+    READY  --a replica dies or raises-->  FAILED   (StageFailedError names rank and replica)
+    FAILED --recover() or the next step()-->  READY  (group.restart(): fresh replicas in the
+                                                     same places; snapshot loaded; the step
+                                                     counter rewound to it)
+
+Snapshots live in the driver, so they survive the loss of a replica and its node.
+
+Example:
+    >>> from hetray.pipeline.run import RunConfig, TrainConfig, start
+    >>> from hetray.pipeline.data import synthetic_batch
+    >>> config = RunConfig(train=TrainConfig(steps=1))
+    >>> with start(config) as driver:
+    ...     report = driver.step(*synthetic_batch(config.model, config.global_batch, 0, 0))
+    ...     driver.state.value, report.step, driver.step_index
+    ('ready', 0, 1)
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from hetray.cluster.spec import LinkClass, LinkSpec
+from hetray.core.errors import HetrayError
+from hetray.core.group import ActorGroup
+from hetray.pipeline.report import StepReport, summarize
+from hetray.pipeline.schedules import Schedule, build_streams
+from hetray.pipeline.stage import PipelineStage, StageGroupSpec, StageInfo
+from hetray.pipeline.training import replica_batch
+
+logger = logging.getLogger(__name__)
+
+
+class DriverState(enum.Enum):
+    """Where the driver's state machine is."""
+
+    READY = "ready"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Every replica's state after ``step`` steps (endpoint order)."""
+
+    step: int
+    states: tuple[dict[str, Any], ...]
+
+
+class PipelineDriver:
+    """Runs training steps on ``group``; :meth:`shutdown` (or ``with``) ends it.
+
+    Args:
+        group: one :class:`PipelineStage` per endpoint of ``spec.layout``.
+        spec: what the group runs.
+        schedule: pipeline schedule.
+        extra_warmup: extra warm-up forwards (virtual-1F1B only).
+        keep_state: snapshot every replica after each step (needed to resume).
+    """
+
+    def __init__(self, group: ActorGroup[PipelineStage], spec: StageGroupSpec, *,
+                 schedule: Schedule, extra_warmup: int = 0, keep_state: bool = True) -> None:
+        layout = spec.layout
+        self.group = group
+        self.spec = spec
+        self.layout = layout
+        self.endpoints = layout.endpoints()
+        self.streams = build_streams(schedule, layout.num_ranks, layout.num_microbatches,
+                                     layout.num_chunks, extra_warmup)
+        self.keep_state = keep_state
+        self.state = DriverState.READY
+        self.step_index = 0
+        self.generation = 0
+        self.snapshot: Checkpoint | None = None
+
+    def step(self, tokens: torch.Tensor, targets: torch.Tensor) -> StepReport:
+        """One training step on int64 ``tokens``/``targets`` of shape ``(G, S)``.
+
+        A driver that failed before recovers first (:meth:`recover`), so calling ``step``
+        again resumes from the last completed step.
+
+        Raises:
+            ValueError: wrong batch shape.
+            StageFailedError: a replica died or raised during the step.
+        """
+        if self.state is DriverState.FAILED:
+            self.recover()
+        batches = [replica_batch(self.layout, e, tokens, targets) for e in self.endpoints]
+        args = [(self.step_index, self.streams[e.rank], b)
+                for e, b in zip(self.endpoints, batches, strict=True)]
+        start = time.perf_counter()
+        stats = self._guarded(lambda: self.group.execute_each(PipelineStage.run_step, args))
+        report = summarize(self.step_index, stats, self.layout.num_ranks,
+                           time.perf_counter() - start)
+        self.step_index += 1
+        if self.keep_state:
+            self.snapshot = self.checkpoint()
+        return report
+
+    def run(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+            progress: Callable[[StepReport], None] | None = None) -> list[StepReport]:
+        """One :meth:`step` per ``(tokens, targets)`` batch; ``progress`` sees each report."""
+        reports = []
+        for tokens, targets in batches:
+            reports.append(self.step(tokens, targets))
+            if progress is not None:
+                progress(reports[-1])
+        return reports
+
+    def recover(self) -> None:
+        """Replace every replica and restore the last snapshot (or the initial weights).
+
+        The step counter rewinds to the snapshot's step.
+        """
+        resume = self.snapshot.step if self.snapshot is not None else 0
+        logger.warning("restarting %d stage replicas from step %d", len(self.endpoints),
+                       resume)
+        self.group.restart()
+        self.generation += 1
+        if self.snapshot is not None:
+            self.restore(self.snapshot)
+        self.step_index = resume
+        self.state = DriverState.READY
+
+    def checkpoint(self) -> Checkpoint:
+        """Every replica's state now (a copy held by the driver)."""
+        states = self._guarded(lambda: self.group.execute(PipelineStage.state_dict))
+        return Checkpoint(self.step_index, tuple(states))
+
+    def restore(self, checkpoint: Checkpoint) -> None:
+        """Load ``checkpoint`` into the replicas; the next step is ``checkpoint.step``."""
+        self._guarded(lambda: self.group.execute_each(
+            PipelineStage.load_state_dict, [(s,) for s in checkpoint.states]))
+        self.step_index = checkpoint.step
+
+    def set_links(self, links: Mapping[LinkClass, LinkSpec]) -> None:
+        """Emulate ``links`` from the next step on (a restart goes back to ``spec.links``)."""
+        self._guarded(lambda: self.group.execute(PipelineStage.set_links, dict(links)))
+
+    def stage_info(self) -> list[StageInfo]:
+        """Every replica's node and device, in endpoint order (a health check)."""
+        return self._guarded(lambda: self.group.execute(PipelineStage.ping))
+
+    def named_parameters(self) -> dict[str, torch.Tensor]:
+        """Parameters under the full model's names (replica 0 of every rank)."""
+        return self._merged(PipelineStage.named_parameters, replica=0)
+
+    def named_gradients(self, replica: int = 0) -> dict[str, torch.Tensor]:
+        """Last step's all-reduced gradients under full names.
+
+        Args:
+            replica: which replica of each rank answers (its last one when it has fewer).
+        """
+        return self._merged(PipelineStage.named_gradients, replica)
+
+    def link_delay_s(self) -> float:
+        """Emulated link seconds charged so far, all replicas of this generation together."""
+        return float(sum(self._guarded(lambda: self.group.execute(PipelineStage.link_delay_s))))
+
+    def _merged(self, method: Callable[[PipelineStage], dict[str, torch.Tensor]],
+                replica: int) -> dict[str, torch.Tensor]:
+        chosen = [i for i, e in enumerate(self.endpoints)
+                  if e.replica == min(replica, self.layout.stages[e.rank].dp - 1)]
+        parts = self._guarded(lambda: [self.group.execute_single(i, method) for i in chosen])
+        return {name: t for part in parts for name, t in part.items()}
+
+    def _guarded(self, call: Callable[[], Any]) -> Any:
+        """``call()``; a group error marks the driver FAILED before it propagates."""
+        try:
+            return call()
+        except HetrayError:
+            self.state = DriverState.FAILED
+            raise
+
+    def shutdown(self) -> None:
+        """Let every replica stop its links, then stop the group."""
+        self.group.shutdown()
+
+    def __enter__(self) -> PipelineDriver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()

@@ -1,0 +1,353 @@
+"""The pipeline's run API: ``run(RunConfig) -> RunReport``, the one call every adapter makes.
+
+Symbols: ``p`` ranks (stages), ``dp_r`` replicas of rank ``r``, ``m`` micro-batches, ``v``
+chunks per rank, ``R`` sequences per micro-batch, ``G = m R``, ``S`` sequence length.
+
+A :class:`RunConfig` is a frozen tree (YAML/JSON through :mod:`hetray.core.config`)::
+
+    model:      GPTConfig               num_layers, hidden, heads, seq_len, vocab, ffn
+    pipeline:   PipelineConfig          schedule, m, v, extra warm-up, stages, emulated links
+      stages:   StageConfig per rank    layers (0: split evenly), row shares per replica,
+                                        cluster, nodes, device model
+      links:    EmulatedLink per class  link_class, latency_s, gbit_per_s
+    train:      TrainConfig             steps, seed, optimizer, keep_state
+    resources:  ResourceConfig          CPUs / device units per replica, threads, timeouts
+
+:func:`start` turns it into a :class:`~hetray.pipeline.driver.PipelineDriver` over the stage
+group a :class:`Backend` makes (:class:`LocalBackend`: stage replicas as objects in this
+process on their own threads, joined by an :class:`~hetray.pipeline.transport.
+InProcessNetwork`; ``hetray.actors.pipeline.RayBackend``: one Ray actor per replica);
+:func:`run` trains ``train.steps`` steps on :func:`~hetray.pipeline.data.synthetic_batch`
+data and returns a :class:`~hetray.pipeline.report.RunReport`. A plan from the planner
+becomes a ``RunConfig`` in :mod:`hetray.planner.handoff`.
+
+Example:
+    >>> config = RunConfig(train=TrainConfig(steps=2))
+    >>> report = run(config)
+    >>> [r.step for r in report.steps], report.bytes_by_link[LinkClass.CROSS_CLUSTER] > 0
+    ([0, 1], True)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from hetray.accel.detect import CPU_MODEL
+from hetray.cluster.spec import LinkClass, LinkSpec
+from hetray.core.errors import ConfigError, StageFailedError
+from hetray.core.group import ActorGroup, LocalActorGroup, WorkerInit
+from hetray.models.gpt import GPT_PRESETS, GPTConfig
+from hetray.pipeline.data import synthetic_batch
+from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.layout import Location, PipelineLayout, StageLayout, chunk_layer_ranges
+from hetray.pipeline.report import RunReport, StepReport
+from hetray.pipeline.schedules import Schedule, build_streams
+from hetray.pipeline.stage import PipelineStage, StageGroupSpec
+from hetray.pipeline.training import BarrierSumReducer, OptimizerConfig, OptimizerKind
+from hetray.pipeline.transport import DEFAULT_RECV_TIMEOUT_S, InProcessNetwork
+
+logger = logging.getLogger(__name__)
+
+#: The model of a default run (a preset of :data:`~hetray.models.gpt.GPT_PRESETS`).
+DEFAULT_MODEL = "gpt-tiny"
+INTERLEAVED = (Schedule.INTERLEAVED, Schedule.VIRTUAL_1F1B)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageConfig:
+    """One rank of the pipeline.
+
+    Attributes:
+        layers: transformer layers the rank holds (its chunks split them, see
+            :mod:`hetray.pipeline.layout`); 0 on every stage splits the model's layers
+            evenly (rank ``r`` holds ``[L r // p, L (r + 1) // p)``).
+        shares: ``(dp_r,)`` rows of each micro-batch per replica (the same sum ``R`` on
+            every rank).
+        cluster: cluster the rank's replicas run in (ranks in different clusters talk over
+            the cross-cluster link).
+        nodes: ``(dp_r,)`` node of each replica inside the cluster; empty: all on one node
+            of their own, ``node<r>``.
+        device_model: device model of each replica (``accel:<model>`` on Ray).
+    """
+
+    layers: int = 0
+    shares: tuple[int, ...] = (4,)
+    cluster: str = "local"
+    nodes: tuple[str, ...] = ()
+    device_model: str = CPU_MODEL
+
+    def __post_init__(self) -> None:
+        if self.layers < 0 or not self.shares or min(self.shares) < 1:
+            raise ConfigError("pipeline.stages", "layers/shares", (self.layers, self.shares),
+                              "layers >= 0 and at least one share, each >= 1")
+        if self.nodes and len(self.nodes) != len(self.shares):
+            raise ConfigError("pipeline.stages", "nodes", self.nodes,
+                              f"empty or one node per replica ({len(self.shares)})")
+
+    def layout(self, rank: int, chunk_layers: tuple[tuple[int, int], ...]) -> StageLayout:
+        """This rank's :class:`StageLayout` given its chunks' layer ranges."""
+        nodes = self.nodes or (f"node{rank}",) * len(self.shares)
+        return StageLayout(rank=rank, chunk_layers=chunk_layers, row_shares=self.shares,
+                           locations=tuple(Location(self.cluster, n) for n in nodes))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EmulatedLink:
+    """A link class whose messages are delayed as if they crossed a real network.
+
+    Attributes:
+        link_class: which hops (``cross_cluster``, ``inter_node``, ``intra_node``).
+        latency_s: ``alpha``, seconds per message.
+        gbit_per_s: ``beta``, bandwidth in Gbit/s.
+    """
+
+    link_class: LinkClass = LinkClass.CROSS_CLUSTER
+    latency_s: float = 0.020
+    gbit_per_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.latency_s < 0 or self.gbit_per_s <= 0:
+            raise ConfigError("pipeline.links", "latency_s/gbit_per_s",
+                              (self.latency_s, self.gbit_per_s), "latency_s >= 0, gbit_per_s > 0")
+
+    def spec(self) -> LinkSpec:
+        """The :class:`LinkSpec` of these user numbers."""
+        return LinkSpec.from_gbit_per_s(self.latency_s, self.gbit_per_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineConfig:
+    """The pipeline: schedule, micro-batching and where every rank runs.
+
+    Attributes:
+        schedule: pipeline schedule.
+        num_microbatches: ``m``; interleaved schedules need a multiple of ``p``.
+        num_chunks: ``v``; 1 for GPipe and 1F1B.
+        extra_warmup: extra warm-up forwards (virtual-1F1B only).
+        stages: ``(p,)`` ranks in pipeline order.
+        links: emulated link classes (none: every hop delivers at once).
+    """
+
+    schedule: Schedule = Schedule.VIRTUAL_1F1B
+    num_microbatches: int = 8
+    num_chunks: int = 2
+    extra_warmup: int = 0
+    stages: tuple[StageConfig, ...] = (StageConfig(cluster="site-a"),
+                                       StageConfig(cluster="site-b"))
+    links: tuple[EmulatedLink, ...] = (EmulatedLink(),)
+
+    def __post_init__(self) -> None:
+        classes = [link.link_class for link in self.links]
+        if len(set(classes)) != len(classes):
+            raise ConfigError("pipeline", "links", [c.value for c in classes],
+                              "at most one entry per link class")
+        build_streams(self.schedule, len(self.stages), self.num_microbatches, self.num_chunks,
+                      self.extra_warmup)  # raises ConfigError for an invalid combination
+
+    def stage_layers(self, num_layers: int) -> list[int]:
+        """``(p,)`` layers per rank of a model with ``num_layers`` layers.
+
+        Raises:
+            ConfigError: some but not all stages give their layers, or they do not add up.
+        """
+        given = [s.layers for s in self.stages]
+        p = len(given)
+        if not any(given):
+            return [num_layers * (r + 1) // p - num_layers * r // p for r in range(p)]
+        if not all(given) or sum(given) != num_layers:
+            raise ConfigError("pipeline", "stages[*].layers", given,
+                              f"all 0 (split evenly) or >= 1 each, {num_layers} in all "
+                              "(the model's layers)")
+        return given
+
+    def layout(self, num_layers: int) -> PipelineLayout:
+        """The :class:`PipelineLayout` of these stages for a ``num_layers``-layer model."""
+        ranges = chunk_layer_ranges(self.stage_layers(num_layers), self.num_chunks)
+        return PipelineLayout(stages=tuple(s.layout(r, tuple(ranges[r]))
+                                           for r, s in enumerate(self.stages)),
+                              num_microbatches=self.num_microbatches)
+
+    def link_specs(self) -> dict[LinkClass, LinkSpec]:
+        """The emulated links by class."""
+        return {link.link_class: link.spec() for link in self.links}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainConfig:
+    """How long and with what to train.
+
+    Attributes:
+        steps: training steps of :func:`run`.
+        seed: weight and data seed.
+        optimizer: optimizer of every replica.
+        keep_state: snapshot every replica's state after each step (to resume after a
+            failure; costs a copy of the weights per step).
+    """
+
+    steps: int = 10
+    seed: int = 0
+    optimizer: OptimizerConfig = field(
+        default_factory=lambda: OptimizerConfig(kind=OptimizerKind.ADAM, lr=3e-3))
+    keep_state: bool = True
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise ConfigError("train", "steps", self.steps, ">= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceConfig:
+    """What every stage replica holds and how long it waits.
+
+    Attributes:
+        cpus_per_replica: CPUs each replica reserves (Ray).
+        device_units: ``accel:<model>`` units each replica reserves (Ray); CPU replicas
+            split one unit.
+        num_threads: torch threads of each replica's process (Ray).
+        recv_timeout_s: how long a replica waits for a message before it fails.
+        placement_timeout_s: how long to wait for the bundles (None:
+            ``$HETRAY_PLACEMENT_TIMEOUT_S`` or 60 s).
+    """
+
+    cpus_per_replica: float = 0.5
+    device_units: float = 1.0
+    num_threads: int = 1
+    recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S
+    placement_timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.recv_timeout_s <= 0:
+            raise ConfigError("resources", "recv_timeout_s", self.recv_timeout_s, "> 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConfig:
+    """One pipelined training run (sections as in the module docstring).
+
+    Attributes:
+        model: model shape (the stages hold its layers).
+        pipeline: schedule, micro-batches, stages and emulated links.
+        train: steps, seed, optimizer.
+        resources: per-replica resources and timeouts.
+    """
+
+    model: GPTConfig = GPT_PRESETS[DEFAULT_MODEL]
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    resources: ResourceConfig = field(default_factory=ResourceConfig)
+
+    def __post_init__(self) -> None:
+        self.layout()  # raises ConfigError: layers that do not add up, unequal rows, ...
+
+    def layout(self) -> PipelineLayout:
+        """Where every layer and row of this run lives."""
+        return self.pipeline.layout(self.model.num_layers)
+
+    @property
+    def global_batch(self) -> int:
+        """``G = m R`` sequences per step."""
+        return self.pipeline.num_microbatches * sum(self.pipeline.stages[0].shares)
+
+    def group_spec(self) -> StageGroupSpec:
+        """What a :class:`Backend` starts for this run."""
+        res = self.resources
+        return StageGroupSpec(
+            model=self.model, layout=self.layout(),
+            device_models=tuple(s.device_model for s in self.pipeline.stages),
+            links=self.pipeline.link_specs(), seed=self.train.seed,
+            optimizer=self.train.optimizer, cpus_per_replica=res.cpus_per_replica,
+            device_units=res.device_units, num_threads=res.num_threads,
+            recv_timeout_s=res.recv_timeout_s, placement_timeout_s=res.placement_timeout_s)
+
+
+class Backend(Protocol):
+    """Where the stage replicas of a run live."""
+
+    def stages(self, spec: StageGroupSpec) -> ActorGroup[PipelineStage]:
+        """Start one :class:`PipelineStage` per replica of ``spec.layout``, endpoint order.
+
+        A failed worker raises :class:`~hetray.core.errors.StageFailedError`.
+        """
+
+
+def stage_failure(spec: StageGroupSpec) -> Callable[[int, str], StageFailedError]:
+    """The group error of worker ``index``: the stage and replica it is."""
+    endpoints = spec.layout.endpoints()
+    return lambda index, cause: StageFailedError(endpoints[index].rank,
+                                                 endpoints[index].replica, cause)
+
+
+class LocalBackend:
+    """Stage replicas as objects in this process, each on its own thread (no Ray).
+
+    Each generation of the group (a restart after a failure) gets a fresh
+    :class:`InProcessNetwork` and fresh gradient reducers, so late messages of the failed
+    generation cannot reach the new one.
+    """
+
+    def stages(self, spec: StageGroupSpec) -> LocalActorGroup[PipelineStage]:
+        """Start the replicas of ``spec`` in this process."""
+        return LocalActorGroup(PipelineStage, _LocalWiring(spec),
+                               num_workers=len(spec.layout.endpoints()),
+                               on_failure=stage_failure(spec))
+
+
+class _LocalWiring:
+    """``(index, generation) -> WorkerInit`` of a local stage group.
+
+    One :class:`InProcessNetwork` and one set of reducers per generation.
+    """
+
+    def __init__(self, spec: StageGroupSpec) -> None:
+        self.spec = spec
+        self.endpoints = spec.layout.endpoints()
+        self._generation = -1
+        self._network: InProcessNetwork | None = None
+        self._reducers: list[BarrierSumReducer | None] = []
+
+    def __call__(self, index: int, generation: int) -> WorkerInit:
+        spec = self.spec
+        if self._network is None or generation != self._generation:
+            if self._network is not None:
+                self._network.close()  # the failed generation's emulated links
+            self._network = InProcessNetwork(spec.layout.link_class, spec.links,
+                                             spec.recv_timeout_s)
+            self._reducers = [BarrierSumReducer(s.dp, spec.recv_timeout_s) if s.dp > 1
+                              else None for s in spec.layout.stages]
+            self._generation = generation
+        endpoint = self.endpoints[index]
+        return WorkerInit.of(spec, endpoint, self._network.transport(endpoint),
+                             self._reducers[endpoint.rank])
+
+
+def start(config: RunConfig, backend: Backend | None = None) -> PipelineDriver:
+    """A driver over the stage group ``backend`` starts for ``config`` (None: local)."""
+    spec = config.group_spec()
+    group = (backend or LocalBackend()).stages(spec)
+    return PipelineDriver(group, spec, schedule=config.pipeline.schedule,
+                          extra_warmup=config.pipeline.extra_warmup,
+                          keep_state=config.train.keep_state)
+
+
+def run(config: RunConfig, backend: Backend | None = None,
+        progress: Callable[[StepReport], None] | None = None) -> RunReport:
+    """Train ``config.train.steps`` steps on synthetic data; one report per step.
+
+    Args:
+        config: what to run.
+        backend: where the stages run (None: :class:`LocalBackend`).
+        progress: called with each step's report (observation only).
+
+    Raises:
+        StageFailedError: a stage failed twice in a row (the driver recovers once per
+            failed step from the last snapshot).
+    """
+    seed = config.train.seed
+    batches = (synthetic_batch(config.model, config.global_batch, step, seed)
+               for step in range(config.train.steps))
+    with start(config, backend) as driver:
+        steps = driver.run(batches, progress)
+    return RunReport(config=config, steps=tuple(steps))

@@ -1,0 +1,171 @@
+"""The pipeline stage as a group worker: one replica's chunks, optimizer and transport.
+
+Symbols: ``p`` ranks, ``v`` chunks per rank, ``q = c*p + r`` virtual stage, ``S`` sequence
+length, ``D`` hidden size, ``N`` parameters of one replica.
+
+A :class:`PipelineStage` is what an :class:`~hetray.core.group.ActorGroup` of the pipeline
+holds, one per replica (endpoint order of :meth:`PipelineLayout.endpoints`). The driver
+calls its typed methods (``group.execute(PipelineStage.run_step, ...)``); the same class
+runs as an object in this process (:class:`hetray.pipeline.run.LocalBackend`, transports of
+one :class:`~hetray.pipeline.transport.InProcessNetwork`) and, subclassed for the Ray-only
+bits (peer handles, ``ray.util.collective``), as a Ray actor (``hetray.actors.pipeline``).
+
+Every replica builds the full model from ``seed`` and keeps its chunks
+(:func:`~hetray.models.gpt.split_chunks`), so all replicas start identical wherever they run.
+
+Example:
+    >>> from hetray.pipeline.layout import make_layout
+    >>> from hetray.pipeline.transport import InProcessNetwork
+    >>> config = GPTConfig(num_layers=2, hidden=16, heads=2, seq_len=8, vocab=32, ffn=32)
+    >>> layout = make_layout(stage_layers=(2,), shares=((2,),), num_microbatches=1)
+    >>> spec = StageGroupSpec(model=config, layout=layout, device_models=("CPU",))
+    >>> net = InProcessNetwork(layout.link_class)
+    >>> stage = PipelineStage(spec, Endpoint(0, 0), net.transport(Endpoint(0, 0)), None)
+    >>> sorted(stage.named_parameters())[:2]
+    ['blocks.0.attn.proj.bias', 'blocks.0.attn.proj.weight']
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from hetray.accel.device import Device
+from hetray.cluster.spec import LinkClass, LinkSpec
+from hetray.core.errors import ConfigError
+from hetray.models.gpt import GPTConfig, split_chunks
+from hetray.pipeline.executor import StageWorker, WorkerStepStats
+from hetray.pipeline.layout import PipelineLayout
+from hetray.pipeline.reshard import Endpoint
+from hetray.pipeline.schedules import Op
+from hetray.pipeline.training import GradReducer, OptimizerConfig, ReplicaBatch
+from hetray.pipeline.transport import DEFAULT_RECV_TIMEOUT_S, MailboxTransport
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageGroupSpec:
+    """What a backend starts: one :class:`PipelineStage` per replica of ``layout``.
+
+    Attributes:
+        model: model shape.
+        layout: layers, rows and locations of every replica.
+        device_models: ``(p,)`` device model each rank runs on (``accel:<model>`` on Ray).
+        links: link specs to emulate per link class (absent classes deliver at once).
+        seed: weight seed.
+        optimizer: optimizer of every replica.
+        cpus_per_replica: CPUs each replica holds (Ray).
+        device_units: ``accel:<model>`` units each replica holds (Ray; fractions share a
+            device); CPU replicas split this.
+        num_threads: torch intra-op threads of each replica's process (Ray).
+        recv_timeout_s: how long a replica waits for a message.
+        placement_timeout_s: how long to wait for the bundles (Ray; None:
+            ``$HETRAY_PLACEMENT_TIMEOUT_S`` or 60 s).
+    """
+
+    model: GPTConfig
+    layout: PipelineLayout
+    device_models: tuple[str, ...]
+    links: Mapping[LinkClass, LinkSpec] = field(default_factory=dict)
+    seed: int = 0
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    cpus_per_replica: float = 1.0
+    device_units: float = 1.0
+    num_threads: int = 1
+    recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S
+    placement_timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.device_models) != self.layout.num_ranks:
+            raise ConfigError("StageGroupSpec", "device_models", self.device_models,
+                              f"one device model per rank ({self.layout.num_ranks})")
+        if (self.cpus_per_replica < 0 or self.num_threads < 1
+                or not 0 < self.device_units <= 1):
+            raise ConfigError("StageGroupSpec", "cpus_per_replica/num_threads/device_units",
+                              (self.cpus_per_replica, self.num_threads, self.device_units),
+                              "cpus_per_replica >= 0, num_threads >= 1, 0 < device_units <= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class StageInfo:
+    """Where a stage replica runs (its :meth:`PipelineStage.ping` answer)."""
+
+    endpoint: Endpoint
+    node_id: str
+    device: str
+
+
+class PipelineStage:
+    """One replica of one pipeline rank, as a group worker.
+
+    Args:
+        spec: the group's spec (model, layout, seed, optimizer).
+        endpoint: which rank and replica this is.
+        transport: its transport (bound to ``endpoint``).
+        reducer: sums gradients over the rank's replicas; None when the rank has one.
+        device: where the chunks run (CPU if None).
+        node_id: the node it runs on (``"local"`` in this process).
+    """
+
+    def __init__(self, spec: StageGroupSpec, endpoint: Endpoint, transport: MailboxTransport,
+                 reducer: GradReducer | None, *, device: Device | None = None,
+                 node_id: str = "local") -> None:
+        layout = spec.layout
+        chunks = split_chunks(spec.model, layout.layer_bounds(), spec.seed)
+        p, v = layout.num_ranks, layout.num_chunks
+        self.endpoint = endpoint
+        self.transport = transport
+        self.node_id = node_id
+        self.device = device or Device.cpu()
+        self.worker = StageWorker(
+            layout=layout, endpoint=endpoint,
+            chunks=[chunks[c * p + endpoint.rank] for c in range(v)],
+            optimizer=spec.optimizer, transport=transport, reducer=reducer, device=self.device)
+
+    def run_step(self, step: int, stream: Sequence[Op], batch: ReplicaBatch) -> WorkerStepStats:
+        """Run one training step of this replica (stream, all-reduce, optimizer step).
+
+        Args:
+            step: step index (part of every message key).
+            stream: this rank's ops.
+            batch: this replica's rows (:func:`~hetray.pipeline.training.replica_batch`).
+        """
+        self.transport.check_deliveries()
+        return self.worker.step(step, stream, batch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Chunk parameters and optimizer state (a deep copy)."""
+        return self.worker.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.worker.load_state_dict(state)
+
+    def named_parameters(self) -> dict[str, torch.Tensor]:
+        """Parameters under the full model's names (CPU copies)."""
+        return {k: v.cpu().clone() for k, v in self.worker.named_parameters().items()}
+
+    def named_gradients(self) -> dict[str, torch.Tensor]:
+        """Last step's all-reduced gradients under the full model's names (CPU copies)."""
+        return {k: v.cpu().clone() for k, v in self.worker.named_gradients().items()}
+
+    def set_links(self, links: Mapping[LinkClass, LinkSpec]) -> None:
+        """Emulate ``links`` from the next step on."""
+        self.transport.set_links(links)
+
+    def link_delay_s(self) -> float:
+        """Emulated link seconds charged to this replica's sends so far."""
+        return self.transport.link_delay_s()
+
+    def ping(self) -> StageInfo:
+        """Health check: where this replica runs."""
+        return StageInfo(self.endpoint, self.node_id, str(self.device.torch_device))
+
+    def shutdown(self) -> None:
+        """Stop the emulated links (pending transfers still land)."""
+        self.transport.close()

@@ -1,0 +1,82 @@
+"""``hetray train mspipe`` in sequential mode (no Ray needed), its config file and error paths."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from hetray.cli.main import cli
+from hetray.core.config import load_config
+from hetray.mspipe.run import RunConfig
+from hetray.mspipe.staleness import PipelineMode
+from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
+
+
+def test_train_mspipe_sequential_reports_metrics(tmp_path):
+    path = tmp_path / "events.parquet"
+    synthetic_events(SyntheticConfig(num_events=1200, num_nodes=60, num_communities=6)) \
+        .write_parquet(path)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(cli, [
+        "train", "mspipe", "--dataset", str(path), "--model", "jodie", "--pipeline", "sequential",
+        "--memory-dim", "8", "--batch-size", "100", "--epochs", "2", "--patience", "1",
+        "--json-out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "test: AP" in result.output
+    assert "events/s" in result.output
+    assert "observed staleness (iterations): k=0:" in result.output
+    data = json.loads(out.read_text())
+    assert set(data["staleness_histogram"]) == {"0"}
+    assert 0 <= data["test"]["ap"] <= 1
+    assert len(data["val_ap_by_epoch"]) == 2
+    assert data["best_epoch"] == 1 + data["val_ap_by_epoch"].index(max(data["val_ap_by_epoch"]))
+    assert f"tested epoch {data['best_epoch']} (validation AP by epoch: " in result.output
+
+
+def test_train_mspipe_rejects_bad_staleness():
+    result = CliRunner().invoke(cli, ["train", "mspipe", "--staleness", "soon"])
+    assert result.exit_code == 2
+    assert "expected 'auto' or an integer" in result.output
+
+
+def test_train_mspipe_rejects_empty_io_groups():
+    result = CliRunner().invoke(cli, ["train", "mspipe", "--io-batches", "0"])
+    assert result.exit_code == 2
+    assert "'--io-batches'" in result.output
+
+
+def test_train_mspipe_malformed_file_is_one_clear_error(tmp_path):
+    bad = tmp_path / "CollegeMsg.txt"
+    bad.write_text("1 2 10\n2 3 5\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["train", "mspipe", "--dataset", str(bad),
+                                      "--pipeline", "sequential"])
+    assert result.exit_code == 1
+    assert f"{bad}: row 2 has bad value 5.0" in result.output
+
+
+def test_print_config_round_trips_through_a_file(tmp_path):
+    result = CliRunner().invoke(cli, ["train", "mspipe", "--print-config", "--staleness", "12",
+                                      "--pipeline", "sequential", "--lr", "0.01"])
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "mspipe.yaml"
+    path.write_text(result.output, encoding="utf-8")
+    config = load_config(RunConfig, path)
+    assert config.pipeline.mode == PipelineMode.SEQUENTIAL
+    assert (config.pipeline.auto_staleness, config.pipeline.staleness,
+            config.pipeline.max_staleness) == (False, 12, 12)
+    assert config.train.lr == 0.01
+    again = CliRunner().invoke(cli, ["train", "mspipe", "--config", str(path), "--epochs", "4",
+                                     "--print-config"])
+    assert again.exit_code == 0, again.output
+    assert "epochs: 4" in again.output
+    assert "staleness: 12" in again.output  # the file's value; the flag was not given
+
+
+def test_unknown_config_key_is_a_usage_error(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("train:\n  epoch: 3\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["train", "mspipe", "--config", str(path)])
+    assert result.exit_code == 2
+    assert "train.epoch" in result.output
+    assert "epochs" in result.output
