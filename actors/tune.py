@@ -8,7 +8,8 @@ reserves (``ExperimentSpec.extra_bundles`` and ``own_cpus``):
 ==========  =================================================================  ==========
 experiment  trial bundles (``tune.PlacementGroupFactory``)                     extra
 ==========  =================================================================  ==========
-planner     ``[{CPU: cpus}]``                                                  --
+planner     ``[{CPU: cpus}]``, plus ``{CPU: workers + 0.5}`` for ``workers``   --
+            > 0: the search workers and the cost-model server run in it
 pipeline    ``[{CPU: cpus}]`` (stages are threads of the trial process)        --
 heta        ``[{CPU: cpus}]``                                                  K holders
 mspipe      ``[{CPU: cpus}]``, plus ``{CPU: (2 + shards) actor_cpus}`` for     --

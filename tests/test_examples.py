@@ -12,7 +12,7 @@ from tests.conftest import REPO
 
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
 # Per example: tiny-size arguments and the lines its stdout must contain.
-TINY_ARGS = {"train_hgnn_raf.py": ["--edges", "20000", "--epochs", "1"],
+TINY_ARGS = {"heta_raf.py": ["--edges", "20000", "--epochs", "1"],
              "planner_hetero_llm.py": ["--model", "gpt-1.3b", "--global-batch", "32",
                                        "--budget-s", "3", "--max-stages", "2",
                                        "--profile-repeats", "1"],
@@ -24,7 +24,7 @@ TINY_ARGS = {"train_hgnn_raf.py": ["--edges", "20000", "--epochs", "1"],
                                               "hetray-tune-scaling-example")]}
 EXPECTED = {
     "hello_cluster.py": ["HELLO_CLUSTER_OK nodes=1 models=CPU", "placed: accel:CPU -> node"],
-    "train_hgnn_raf.py": ["HGNN_RAF_OK test_acc="],
+    "heta_raf.py": ["HETA_RAF_OK test_acc="],
     "planner_hetero_llm.py": ["PLAN_OK stages="],
     "mspipe_tgn.py": ["MSPIPE_TGN_OK ap="],
     "pipeline_gpt.py": ["PIPELINE_GPT_OK loss=", "tokens_per_s="],

@@ -1,6 +1,6 @@
 """``hetray tune`` (a scaling sweep through Ray Tune) and ``hetray report`` (its plots).
 
-``hetray.cli.main`` registers both; this module imports nothing from it at import time.
+``hetray.cli.main`` loads both when they run.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from hetray.cli.common import address_option, handle_errors
 from hetray.core.errors import ConfigError
 from hetray.experiments.grid import Grid, load_grid, smoke_grid
 from hetray.experiments.registry import EXPERIMENT_NAMES, experiment_spec
@@ -50,8 +51,7 @@ def _echo_table(experiment: str, table: Any) -> None:
               help="Repeats of the whole grid.")
 @click.option("--max-concurrent", type=click.IntRange(min=1), default=None,
               help="Trials at once (default: as many of the largest trial as the CPUs hold).")
-@click.option("--address", default=None, metavar="ADDRESS",
-              help="Ray to use, as for 'hetray info' (omit for an embedded local Ray).")
+@address_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUT,
               show_default=True, help="Sweeps land in OUT/EXPERIMENT.")
 @click.option("--resume", is_flag=True,
@@ -59,6 +59,7 @@ def _echo_table(experiment: str, table: Any) -> None:
 @click.option("--smoke", is_flag=True, help="Tiny version of the grid: one or two short trials.")
 @click.option("--verbose", type=click.IntRange(0, 2), default=1, show_default=True,
               help="Tune's console verbosity.")
+@handle_errors
 def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
                  max_concurrent: int | None, address: str | None, out: Path, resume: bool,
                  smoke: bool, verbose: int) -> None:
@@ -96,6 +97,7 @@ def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
 @click.option("--benchmarks", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Benchmark JSONs to include (default: this checkout's benchmarks/results; "
                    "a missing directory is skipped).")
+@handle_errors
 def report_command(sweeps: Path, out: Path | None, benchmarks: Path | None) -> None:
     """Render PNGs and one Markdown page for the sweeps under SWEEPS (or one sweep dir)."""
     from hetray.experiments.report import BENCHMARKS_DIR, render_report

@@ -157,6 +157,9 @@ class ActorGroup(Protocol[W]):
     def restart_worker(self, index: int) -> None:
         """Replace worker ``index`` by a fresh one built from its init."""
 
+    def kill(self, index: int) -> None:
+        """Stop worker ``index`` without its ``shutdown()`` (fault injection in tests)."""
+
     def shutdown(self, patience_s: float = SHUTDOWN_PATIENCE_S) -> None:
         """Let workers run their ``shutdown()`` for ``patience_s``, then stop them."""
 

@@ -20,53 +20,26 @@ metric              meaning
 The last report adds ``test_acc``, ``val_acc`` and ``link_delay_s`` (emulated network
 seconds summed over holders).
 
-The holders are Ray actors, so the core cannot start them: the caller passes a
-:class:`HetaRunner` (``hetray.actors.tune`` passes ``train_distributed``).
+One trial is one :func:`hetray.heta.run.run` on the trial's backend: under Ray Tune
+``hetray.actors.heta.RayBackend`` (holder actors in a placement group of their own, which
+:attr:`SPEC`'s ``own_cpus`` counts), in a notebook ``None`` (holders as threads).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from hetray.cluster.spec import LinkSpec
-from hetray.core.units import gbit_per_s_to_bytes_per_s
-from hetray.experiments.params import ParamSpec, resolve_config
+from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
-from hetray.graph.hetero import HeteroGraph
-from hetray.graph.synthetic import synthetic_mag
-from hetray.heta.holder import HolderConfig, Mode
+from hetray.heta.driver import EpochReport
+from hetray.heta.holder import Mode
 from hetray.heta.models import ModelConfig
-from hetray.heta.raf import TrainConfig
+from hetray.heta.run import Backend, LinkConfig, Progress, RunConfig, TrainConfig, run
 
 logger = logging.getLogger(__name__)
-
-
-class EpochLike(Protocol):
-    """What a runner's per-epoch report carries (``hetray.actors.hgnn_driver.EpochReport``)."""
-
-    epoch: int
-    loss: float
-    train_acc: float
-    epoch_time_s: float
-    bytes_sent: float
-
-
-class ResultLike(Protocol):
-    """What a runner returns (``hetray.actors.hgnn_driver.TrainResult``)."""
-
-    val_acc: float
-    test_acc: float
-    link_delay_s: float
-
-
-class HetaRunner(Protocol):
-    """Trains ``config.train.epochs`` epochs of ``hg`` on holders, calling ``on_epoch``."""
-
-    def __call__(self, hg: HeteroGraph, config: HolderConfig, *,
-                 on_epoch: Callable[[EpochLike], None]) -> ResultLike:
-        """Train, call ``on_epoch`` after each epoch, evaluate; return the accuracies."""
 
 
 PARAMS = {
@@ -89,12 +62,85 @@ PARAMS = {
     "seed": ParamSpec(kind=int, default=0, minimum=0, doc="graph and model seed"),
 }
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HetaTrial:
+    """One trial's values of :data:`PARAMS` (see each parameter's ``doc``)."""
+
+    mode: Mode
+    num_partitions: int
+    num_edges: int
+    epochs: int
+    batch_size: int
+    hidden_dim: int
+    fanout: int
+    link_gbps: float
+    link_latency_us: float
+    holder_cpus: float
+    seed: int
+
+    def run_config(self) -> RunConfig:
+        """The run of this trial: R-GCN, 2 hops of ``fanout``, lr 0.01, the emulated link."""
+        model = ModelConfig(hidden_dim=self.hidden_dim, fanouts=(self.fanout, self.fanout),
+                            seed=self.seed)
+        return RunConfig(
+            dataset=f"synthetic-mag:{self.num_edges}:{self.seed}", mode=self.mode,
+            num_partitions=self.num_partitions, holder_cpus=self.holder_cpus,
+            train=TrainConfig(model=model, batch_size=self.batch_size, lr=0.01,
+                              epochs=self.epochs),
+            link=LinkConfig(gbit_per_s=self.link_gbps, latency_us=self.link_latency_us))
+
+
+def holder_cpus(config: Mapping[str, Any]) -> float:
+    """CPUs the trial's holders reserve in their own placement group (``K * holder_cpus``)."""
+    trial = trial_config(HetaTrial, config, PARAMS, "heta trial")
+    return trial.num_partitions * trial.holder_cpus
+
+
+def _epoch_metrics(epoch: EpochReport) -> dict[str, float]:
+    return {"epoch": float(epoch.epoch), "epoch_time_s": epoch.epoch_time_s,
+            "mb_sent": epoch.bytes_sent / 1e6, "loss": epoch.loss, "train_acc": epoch.train_acc}
+
+
+class _DelayedReports(Progress):
+    """Reports each epoch when the next one ends: the trial reports the last with the finals."""
+
+    def __init__(self, report: Reporter) -> None:
+        self.report = report
+        self.last: EpochReport | None = None
+
+    def on_epoch(self, report: EpochReport) -> None:
+        if self.last is not None:
+            self.report(_epoch_metrics(self.last))
+        self.last = report
+
+
+def run_heta_trial(config: Mapping[str, Any], report: Reporter,
+                   backend: Backend | None) -> None:
+    """Train one configuration; report every epoch, accuracies with the last one.
+
+    Args:
+        config: values of :data:`PARAMS` (missing keys take their defaults).
+        report: called once per epoch with :attr:`SPEC.metrics`.
+        backend: where the holders run (None: in this process).
+
+    Raises:
+        ConfigError: an invalid parameter.
+    """
+    trial = trial_config(HetaTrial, config, PARAMS, "heta trial")
+    result = run(trial.run_config(), backend, _DelayedReports(report))
+    report({**_epoch_metrics(result.epochs[-1]), "test_acc": result.test_acc,
+            "val_acc": result.val_acc, "link_delay_s": result.link_delay_s})
+
+
 SPEC = ExperimentSpec(
     name="heta",
     doc="Heta RAF vs vanilla distributed HGNN training: epoch time, bytes, accuracy",
     params=PARAMS,
     metrics=("epoch", "epoch_time_s", "mb_sent", "loss", "train_acc"),
     final_metrics=("test_acc", "val_acc", "link_delay_s"),
+    run_trial=run_heta_trial,
+    own_cpus=holder_cpus,
     plots=(
         PlotSpec(filename="heta_speedup_vs_partitions.png",
                  title="Heta: speed-up vs partitions (median epoch time at 1st point / now)",
@@ -109,49 +155,3 @@ SPEC = ExperimentSpec(
                  source=PlotSource.HISTORY),
     ),
 )
-
-
-def holder_config(cfg: dict[str, Any]) -> HolderConfig:
-    """The :class:`HolderConfig` of a resolved trial config."""
-    link = None
-    if float(cfg["link_gbps"]) > 0:
-        link = LinkSpec(latency_s=float(cfg["link_latency_us"]) * 1e-6,
-                        bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(float(cfg["link_gbps"])))
-    fanout = int(cfg["fanout"])
-    model = ModelConfig(hidden_dim=int(cfg["hidden_dim"]), fanouts=(fanout, fanout),
-                        seed=int(cfg["seed"]))
-    train = TrainConfig(model=model, batch_size=int(cfg["batch_size"]), lr=0.01,
-                        epochs=int(cfg["epochs"]))
-    return HolderConfig(mode=Mode(str(cfg["mode"])), train=train,
-                        num_partitions=int(cfg["num_partitions"]), link=link)
-
-
-def _epoch_metrics(epoch: EpochLike) -> dict[str, float]:
-    return {"epoch": float(epoch.epoch), "epoch_time_s": epoch.epoch_time_s,
-            "mb_sent": epoch.bytes_sent / 1e6, "loss": epoch.loss, "train_acc": epoch.train_acc}
-
-
-def run_heta_trial(config: dict[str, Any], report: Reporter, *, runner: HetaRunner) -> None:
-    """Train one configuration; report every epoch, accuracies with the last one.
-
-    Args:
-        config: values of :data:`PARAMS` (missing keys take their defaults).
-        report: called once per epoch with :attr:`SPEC.metrics`.
-        runner: trains on partition holders (see :class:`HetaRunner`).
-
-    Raises:
-        ConfigError: an invalid parameter.
-    """
-    cfg = resolve_config(config, PARAMS, "heta trial")
-    holders = holder_config(cfg)
-    hg = synthetic_mag(num_edges=int(cfg["num_edges"]), seed=int(cfg["seed"]))
-    last: list[EpochLike] = []
-
-    def on_epoch(epoch: EpochLike) -> None:
-        if last:
-            report(_epoch_metrics(last.pop()))
-        last.append(epoch)
-
-    result = runner(hg, holders, on_epoch=on_epoch)
-    report({**_epoch_metrics(last.pop()), "test_acc": result.test_acc,
-            "val_acc": result.val_acc, "link_delay_s": result.link_delay_s})

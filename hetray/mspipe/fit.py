@@ -1,5 +1,10 @@
 """Epochs of training plus streaming evaluation, in sequential or MSPipe mode.
 
+:class:`EpochLoop` is the state machine (``step()`` trains and validates one epoch,
+``finish()`` restores the best epoch and tests); :func:`fit` runs it to the end on given
+stages, and :mod:`hetray.mspipe.run` builds the stages from a ``RunConfig``. Each pass draws
+its negatives from its own named stream (:class:`~hetray.mspipe.sources.NegativeStream`).
+
 Protocol (TGN / TGL): memory is reset at the start of each epoch; after the training
 events, validation events stream through with memory updates (no gradients), then, after
 the last epoch, test events. Test AP / AUC are reported on all test events

@@ -68,7 +68,10 @@ class WorkerStepStats:
         step_s: wall seconds of the step (stream, all-reduce and optimizer).
         busy_s: seconds spent in F and B ops.
         op_timings: every op of the stream, in order.
-        bytes_by_link: bytes this replica sent (or forwarded) per link class.
+        bytes_by_link: bytes this replica sent (or forwarded) per link class since its
+            previous step ended (a gateway may forward a piece of this step to a peer
+            before its own step starts; every piece is forwarded before the rank's
+            all-reduce, so each byte counts in the step that sent it).
     """
 
     endpoint: Endpoint
@@ -123,6 +126,7 @@ class StageWorker:
         self.optimizer = optimizer.build(self.params)
         self.transport, self.reducer = transport, reducer
         self.rows = layout.replica_rows(endpoint)
+        self._bytes_counted = transport.counters.snapshot()
         self._handlers = {OpKind.FORWARD: self._forward, OpKind.BACKWARD: self._backward,
                           OpKind.RECV_ACT: self._recv, OpKind.RECV_GRAD: self._recv,
                           OpKind.SEND_ACT: self._send_act, OpKind.SEND_GRAD: self._send_grad}
@@ -135,7 +139,6 @@ class StageWorker:
             stream: this rank's ops (from ``build_streams``).
             batch: this replica's rows (:func:`~hetray.pipeline.training.replica_batch`).
         """
-        bytes_before = self.transport.counters.snapshot()
         state = _StepState(step=step, batch=batch, inbox={}, saved={}, input_grads={})
         self.optimizer.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
@@ -147,12 +150,13 @@ class StageWorker:
         self._reduce_gradients()
         self.optimizer.step()
         after = self.transport.counters.snapshot()
+        counted, self._bytes_counted = self._bytes_counted, after
         return WorkerStepStats(
             endpoint=self.endpoint, step=step, loss_sum=state.loss_sum,
             num_tokens=state.num_tokens, step_s=time.perf_counter() - t0,
             busy_s=sum(t.end_s - t.start_s for t in timings if t.op.kind in COMPUTE),
             op_timings=tuple(timings),
-            bytes_by_link={k: after[k] - bytes_before[k] for k in after})
+            bytes_by_link={k: after[k] - counted.get(k, 0) for k in after})
 
     def _virtual(self, op: Op) -> int:
         return op.chunk * self.layout.num_ranks + self.endpoint.rank

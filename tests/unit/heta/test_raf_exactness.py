@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from hetray.graph import load_heco, synthetic_mag
-from hetray.heta.holder import HolderConfig, HolderCore, LocalCollective, Mode
+from hetray.heta.collective import LocalCollective
+from hetray.heta.holder import HolderConfig, HolderCore, Mode
 from hetray.heta.meta_partition import meta_partition
 from hetray.heta.models import ConvKind, ModelConfig
 from hetray.heta.raf import RafWorker, TrainConfig, epoch_batches, schema_stats

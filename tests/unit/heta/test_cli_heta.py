@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from hetray.cli.main import cli
+
+
+def test_train_heta_help_lists_the_flags():
+    result = CliRunner().invoke(cli, ["train", "heta", "--help"])
+    assert result.exit_code == 0
+    for flag in ("--dataset", "--model", "--partitions", "--mode", "--epochs", "--cache-mb",
+                 "--address", "--link-gbps"):
+        assert flag in result.output
+
+
+def test_bad_dataset_is_a_usage_error_before_ray(tmp_path):
+    result = CliRunner().invoke(cli, ["train", "heta", "--dataset", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "dataset" in result.output
+
+
+def test_bad_fanouts_is_a_usage_error():
+    result = CliRunner().invoke(cli, ["train", "heta", "--dataset", "synthetic-mag:20000",
+                                      "--fanouts", "a,b"])
+    assert result.exit_code == 2
+
+
+def test_print_config_applies_the_flags_given():
+    result = CliRunner().invoke(cli, ["train", "heta", "--print-config", "--partitions", "3",
+                                      "--fanouts", "4,3", "--link-gbps", "10"])
+    assert result.exit_code == 0, result.output
+    assert "num_partitions: 3" in result.output
+    assert "gbit_per_s: 10.0" in result.output
+    assert "- 4\n" in result.output
+    assert "Examples" in CliRunner().invoke(cli, ["train", "heta", "--help"]).output
