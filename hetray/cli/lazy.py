@@ -32,13 +32,19 @@ class LazyGroup(click.Group):
         """Eager and lazy commands, sorted (aliases are not listed)."""
         return sorted({*super().list_commands(ctx), *self.lazy_commands})
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        """The command ``cmd_name`` (an alias resolves to its command, with a note)."""
-        if cmd_name in self.aliases:
-            current = self.aliases[cmd_name]
-            click.echo(f"note: '{cmd_name}' is now '{current}'; the old name goes away in the "
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Resolve ``args[0]``; an alias runs under its current name, after a note."""
+        if args and args[0] in self.aliases:
+            current = self.aliases[args[0]]
+            click.echo(f"note: '{args[0]}' is now '{current}'; the old name goes away in the "
                        "next release", err=True)
-            cmd_name = current
+            args = [current, *args[1:]]
+        return super().resolve_command(ctx, args)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name`` (a lazy one is imported now)."""
+        cmd_name = self.aliases.get(cmd_name, cmd_name)
         if cmd_name in self.lazy_commands:
             target = self.lazy_commands[cmd_name][0]
             module, _, attribute = target.partition(":")

@@ -145,6 +145,10 @@ class ActorGroup(Protocol[W]):
                            args_per_worker: Sequence[tuple[Any, ...]]) -> list[Any]:
         """Start ``method`` on worker ``i`` with ``args_per_worker[i]``."""
 
+    def execute_single_async(self, index: int, method: Callable[..., Any], *args: Any,
+                             **kwargs: Any) -> Any:
+        """Start ``method`` on worker ``index``; one handle for :meth:`get`."""
+
     def get(self, handles: Sequence[Any], indices: Sequence[int] | None = None) -> list[Any]:
         """Results of ``handles`` (of workers ``indices``, default ``0..``) in order."""
 
@@ -171,23 +175,47 @@ class ActorGroup(Protocol[W]):
 
 
 class _LocalWorker:
-    """One in-process worker: an object, its thread, and (for async classes) its event loop."""
+    """One in-process worker: an object, its thread, and (for async classes) its event loop.
+
+    Every call returns a future of this worker's own; :meth:`stop` fails those still pending
+    (as a Ray actor's death fails its in-flight calls), whatever the worker is doing.
+    """
 
     def __init__(self, instance: Any) -> None:
         self.instance = instance
         self.alive = True
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hetray-local")
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: set[Future[Any]] = set()
+        self._lock = threading.Lock()
 
     def submit(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Future[Any]:
-        if not self.alive:
-            failed: Future[Any] = Future()
-            failed.set_exception(RuntimeError("the worker was stopped"))
-            return failed
+        outer: Future[Any] = Future()
+        with self._lock:
+            if not self.alive:
+                outer.set_exception(RuntimeError("the worker was stopped"))
+                return outer
+            self._pending.add(outer)
         bound = getattr(self.instance, name)
         if inspect.iscoroutinefunction(bound):
-            return asyncio.run_coroutine_threadsafe(bound(*args, **kwargs), self._event_loop())
-        return self._pool.submit(bound, *args, **kwargs)
+            inner = asyncio.run_coroutine_threadsafe(bound(*args, **kwargs), self._event_loop())
+        else:
+            inner = self._pool.submit(bound, *args, **kwargs)
+        inner.add_done_callback(lambda done: self._settle(outer, done))
+        return outer
+
+    def _settle(self, outer: Future[Any], inner: Future[Any]) -> None:
+        """Pass ``inner``'s outcome to ``outer`` unless :meth:`stop` failed it already."""
+        with self._lock:
+            if outer not in self._pending:
+                return
+            self._pending.discard(outer)
+        if inner.cancelled():
+            outer.set_exception(RuntimeError("the worker was stopped"))
+        elif inner.exception() is not None:
+            outer.set_exception(inner.exception())
+        else:
+            outer.set_result(inner.result())
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -197,7 +225,14 @@ class _LocalWorker:
         return self._loop
 
     def stop(self) -> None:
-        self.alive = False
+        """Stop taking calls, fail the pending ones, stop the thread and loop (idempotent)."""
+        with self._lock:
+            if not self.alive:
+                return
+            self.alive = False
+            pending, self._pending = self._pending, set()
+        for future in pending:
+            future.set_exception(RuntimeError("the worker was stopped"))
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
