@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 import ray
 from hetray.actors.placement import bundle_options, kill_actors, reserve
@@ -36,19 +36,18 @@ from hetray.core.group import (
     DEFAULT_CALL_TIMEOUT_S,
     SHUTDOWN_PATIENCE_S,
     ActorGroup,
+    BlockingCalls,
     FailureFactory,
-    LocalActorGroup,
     WorkerInit,
     default_failure,
     first_line,
     method_name,
 )
+from hetray.core.local_group import LocalActorGroup
 
 logger = logging.getLogger(__name__)
 
 W = TypeVar("W")
-R = TypeVar("R")
-P = ParamSpec("P")
 
 #: Seconds :func:`create_group` waits for every new worker to answer ``ping``.
 STARTUP_TIMEOUT_S = 120.0
@@ -84,7 +83,7 @@ class GroupPlacement:
         return dict(chosen)
 
 
-class RayActorGroup(Generic[W]):
+class RayActorGroup(BlockingCalls[W]):
     """:class:`~hetray.core.group.ActorGroup` of Ray actors. Build it with :func:`create_group`.
 
     Args:
@@ -166,22 +165,6 @@ class RayActorGroup(Generic[W]):
                              **kwargs: Any) -> ray.ObjectRef:
         """Start ``method`` on worker ``index``."""
         return self._method(index, method).remote(*args, **kwargs)
-
-    def execute(self, method: Callable[Concatenate[W, P], R], *args: P.args,
-                **kwargs: P.kwargs) -> list[R]:
-        """Call ``method`` on every worker with the same arguments and wait."""
-        return self.get(self.execute_async(method, *args, **kwargs))
-
-    def execute_each(self, method: Callable[..., R],
-                     args_per_worker: Sequence[tuple[Any, ...]]) -> list[R]:
-        """Call ``method`` on worker ``i`` with ``args_per_worker[i]`` and wait."""
-        return self.get(self.execute_each_async(method, args_per_worker))
-
-    def execute_single(self, index: int, method: Callable[Concatenate[W, P], R],
-                       *args: P.args, **kwargs: P.kwargs) -> R:
-        """Call ``method`` on worker ``index`` and wait."""
-        return self.get([self.execute_single_async(index, method, *args, **kwargs)],
-                        indices=[index])[0]
 
     def get(self, refs: Sequence[ray.ObjectRef],
             indices: Sequence[int] | None = None) -> list[Any]:

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+from ray.exceptions import GetTimeoutError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -23,10 +23,6 @@ from hetray.core.constants import (
 from hetray.core.errors import PlacementTimeoutError
 
 logger = logging.getLogger(__name__)
-
-#: Seconds a group waits for its actors' own shutdown() before killing them.
-SHUTDOWN_PATIENCE_S = 10.0
-
 
 def total_request(bundles: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """Sum of the resources of ``bundles``."""
@@ -82,14 +78,3 @@ def kill_actors(actors: Sequence[object]) -> None:
     """Kill ``actors`` for good (no restart)."""
     for actor in actors:
         ray.kill(actor, no_restart=True)
-
-
-def release(actors: Sequence[object], group: PlacementGroup,
-            patience_s: float = SHUTDOWN_PATIENCE_S) -> None:
-    """Ask every actor to ``shutdown()`` (``patience_s`` in all), kill them, free ``group``."""
-    try:
-        ray.get([actor.shutdown.remote() for actor in actors], timeout=patience_s)
-    except (RayActorError, RayTaskError, GetTimeoutError):
-        logger.debug("an actor was already gone or slow during shutdown")
-    kill_actors(actors)
-    remove_placement_group(group)

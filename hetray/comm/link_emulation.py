@@ -150,11 +150,6 @@ class LinkEmulator:
         self._timer.close()
 
 
-def ten_gbit_link() -> LinkSpec:
-    """The regime Heta targets: 10 Gbit/s, 50 us per message."""
-    return LinkSpec.from_gbit_per_s(50e-6, 10.0)
-
-
 def ring_allreduce_bytes(num_bytes: int, world_size: int) -> int:
     """Bytes one rank sends in a ring all-reduce of a ``num_bytes`` buffer.
 

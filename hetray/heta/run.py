@@ -38,7 +38,8 @@ import torch
 
 from hetray.cluster.spec import LinkSpec
 from hetray.core.errors import ConfigError, PartitionHolderError
-from hetray.core.group import SHUTDOWN_PATIENCE_S, ActorGroup, LocalActorGroup, WorkerInit
+from hetray.core.group import SHUTDOWN_PATIENCE_S, ActorGroup, WorkerInit
+from hetray.core.local_group import LocalActorGroup
 from hetray.graph.datasets import load_dataset
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import CachePolicy, cache_comparison

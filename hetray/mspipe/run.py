@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hetray.core.errors import ConfigError
-from hetray.core.group import ActorGroup, LocalActorGroup, WorkerInit
+from hetray.core.group import ActorGroup, WorkerInit
+from hetray.core.local_group import LocalActorGroup
 from hetray.mspipe.fit import QUIET, EpochLoop, Progress, TrainConfig, build_model, memory_config
 from hetray.mspipe.report import EpochRecord, RunReport
 from hetray.mspipe.sources import (

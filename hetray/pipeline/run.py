@@ -38,7 +38,8 @@ from typing import Protocol
 from hetray.accel.detect import CPU_MODEL
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.errors import ConfigError, StageFailedError
-from hetray.core.group import ActorGroup, LocalActorGroup, WorkerInit
+from hetray.core.group import ActorGroup, WorkerInit
+from hetray.core.local_group import LocalActorGroup
 from hetray.models.gpt import GPT_PRESETS, GPTConfig
 from hetray.pipeline.data import synthetic_batch
 from hetray.pipeline.driver import PipelineDriver

@@ -35,13 +35,8 @@ from typing import Protocol
 from hetray.cluster.loader import load_cluster_spec
 from hetray.cluster.spec import ClusterSpec
 from hetray.core.errors import ConfigError
-from hetray.core.group import (
-    DEFAULT_CALL_TIMEOUT_S,
-    SHUTDOWN_PATIENCE_S,
-    ActorGroup,
-    LocalActorGroup,
-    WorkerInit,
-)
+from hetray.core.group import DEFAULT_CALL_TIMEOUT_S, SHUTDOWN_PATIENCE_S, ActorGroup, WorkerInit
+from hetray.core.local_group import LocalActorGroup
 from hetray.planner.baselines import raise_infeasible
 from hetray.planner.corrected import CostModelServer
 from hetray.planner.mcts import SearchConfig

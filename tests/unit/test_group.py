@@ -9,7 +9,8 @@ import time
 import pytest
 
 from hetray.core.errors import ActorFailedError, ActorTimeoutError, PartitionHolderError
-from hetray.core.group import LocalActorGroup, WorkerInit
+from hetray.core.group import WorkerInit
+from hetray.core.local_group import LocalActorGroup
 
 
 class Worker:

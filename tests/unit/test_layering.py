@@ -53,8 +53,9 @@ def test_actors_install_as_hetray_subpackage():
 
 # Which hetray packages each core package may import (besides itself), per STYLE.md's layer
 # diagram: algorithm siblings stay independent, except the declared uses below.
-# heta/temporal read graphs; mspipe trains temporal models; the pipeline executor trains model chunks; the planner simulates
-# pipelines; experiments sit above every algorithm package (like the CLI, without Ray).
+# heta/temporal read graphs; mspipe trains temporal models; the pipeline executor trains model
+# chunks; the planner simulates pipelines (and hands plans to the pipeline's run config);
+# experiments sit above every algorithm package (like the CLI, without Ray).
 BASE = {"core", "accel", "cluster", "comm"}
 PACKAGE_DEPS = {
     "core": set(),

@@ -70,7 +70,8 @@ def test_resolve_config_fills_defaults_and_converts_ints_to_floats():
 
 def test_planner_trial_reports_growing_budgets_without_ray():
     rows = []
-    run_planner_trial({"budget_evals": 24, "num_rounds": 3, "global_batch": 32}, rows.append)
+    run_planner_trial({"budget_evals": 24, "num_rounds": 3, "global_batch": 32}, rows.append,
+                      None)
     assert [r["budget_evals_used"] for r in rows] == [8.0, 16.0, 24.0]
     assert all(r["predicted_tokens_per_s"] > 0 and r["baseline_tokens_per_s"] > 0 for r in rows)
     # MCTS keeps the best plan of a superset of the same seeded search, so the gap never drops.
@@ -80,7 +81,7 @@ def test_planner_trial_reports_growing_budgets_without_ray():
 
 def test_planner_trial_rejects_an_unknown_cluster():
     with pytest.raises(ConfigError, match="cluster"):
-        run_planner_trial({"cluster": "no-such-cluster"}, print)
+        run_planner_trial({"cluster": "no-such-cluster"}, print, None)
 
 
 def test_flatten_scalars_keeps_numbers_and_strings_three_levels_deep():
@@ -134,7 +135,7 @@ def test_pipeline_trial_counts_cross_cluster_messages_and_bytes():
     config = {"schedule": "1f1b", "num_microbatches": 4, "num_stages": 2, "steps": 2,
               "link_latency_ms": 10.0, "link_gbps": 1.0, "rows_per_microbatch": 4,
               "seq_len": 32, "hidden": 64, "num_layers": 4}
-    run_pipeline_trial(config, rows.append)
+    run_pipeline_trial(config, rows.append, None)
     assert len(rows) == 2
     activation_bytes = 4 * 32 * 64 * 4  # R x S x D float32, one per message
     messages = 2 * 4  # m activations forward plus m gradients back over the one boundary
@@ -151,4 +152,4 @@ def test_interleaving_needs_microbatches_divisible_by_stages():
 
     with pytest.raises(ConfigError, match="num_microbatches"):
         run_pipeline_trial({"schedule": "interleaved", "num_microbatches": 3, "steps": 1},
-                           print)
+                           print, None)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from hetray.core.errors import MemoryStoreError
-from hetray.core.group import LocalActorGroup, WorkerInit
+from hetray.core.group import WorkerInit
+from hetray.core.local_group import LocalActorGroup
 from hetray.mspipe.staleness import Recovery
 from hetray.mspipe.store import MemoryShard, MemoryStoreWorker, checkpoint_path, shard_failure
 from hetray.mspipe.store_client import MemoryStoreClient
