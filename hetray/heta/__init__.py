@@ -3,21 +3,16 @@
 Paper: Zhong, Su, Wu and Wang, "Heta: Distributed Training of Heterogeneous Graph Neural
 Networks", PVLDB 18(9), 2025 (https://arxiv.org/abs/2408.09697).
 
-Where everything is (one hop from here):
+The path from here to every adapter, one hop each:
 
-=================================  ==========================================================
-run API                            :mod:`hetray.heta.run` (``RunConfig``, ``run``,
-                                   ``RunReport``, ``LocalBackend``); driver
-                                   :mod:`hetray.heta.driver`; worker :mod:`hetray.heta.worker`
-actor shell                        ``actors/heta.py`` (``hetray.actors.heta.RayBackend``)
-CLI command                        ``hetray train heta`` (``hetray/cli/heta.py``; old name
-                                   ``hgnn``)
-Tune experiment                    ``hetray tune heta`` (``hetray/experiments/heta.py``,
-                                   ``examples/grids/heta.yaml``)
-example                            ``examples/heta_raf.py``
-benchmark                          ``benchmarks/heta.py`` -> ``benchmarks/results/heta.json``
-docs page                          ``docs/heta.md``
-=================================  ==========================================================
+- run API: :mod:`hetray.heta.run` (``RunConfig``, ``run``, ``RunReport``, ``LocalBackend``);
+  driver :mod:`hetray.heta.driver`; worker :mod:`hetray.heta.worker`
+- actor shell: ``actors/heta.py`` (``hetray.actors.heta.RayBackend``)
+- CLI command: ``hetray train heta`` (``hetray/cli/heta.py``; old name ``hgnn``)
+- Tune experiment: ``heta`` (``hetray/experiments/heta.py``, ``examples/grids/heta.yaml``)
+- example: ``examples/heta_raf.py``
+- benchmark: ``benchmarks/heta.py`` -> ``benchmarks/results/heta.json``
+- docs page: ``docs/heta.md``
 
 Algorithm modules: ``meta_partition`` (Heta Algorithm 2), ``sampling`` (counter-based
 per-relation sampling along the metatree), ``models`` (R-GCN / R-GAT as partial aggregation

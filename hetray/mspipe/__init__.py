@@ -3,15 +3,16 @@
 Paper: Sheng et al., "MSPipe: Efficient Temporal GNN Training via Staleness-Aware Pipeline",
 KDD 2024, https://arxiv.org/abs/2402.15113. Guide: ``docs/mspipe.md``.
 
-The path through the system, one hop each:
+The path from here to every adapter, one hop each:
 
 - run API: :mod:`hetray.mspipe.run` (``RunConfig`` -> ``MSPipeDriver.step()`` per epoch ->
   ``RunReport``; ``run(config, backend=None)``; the sequential mode needs no Ray);
 - actor shell: ``actors/mspipe.py`` (``hetray.actors.mspipe.RayBackend``: the workers below
   as Ray actors);
 - CLI: ``hetray train mspipe`` (``hetray/cli/mspipe.py``; ``--config``/``--print-config``);
-- example: ``examples/mspipe_tgn.py``; benchmark: ``benchmarks/mspipe.py`` (writes
-  ``benchmarks/results/mspipe.json``); Tune experiment: ``hetray/experiments/mspipe.py``;
+- Tune experiment: ``mspipe`` (``hetray/experiments/mspipe.py``);
+- example: ``examples/mspipe_tgn.py``;
+- benchmark: ``benchmarks/mspipe.py`` (writes ``benchmarks/results/mspipe.json``);
 - docs: ``docs/mspipe.md``.
 
 Modules: :mod:`~hetray.mspipe.staleness` (the version rule, ``k``, the stage clock),

@@ -1,15 +1,15 @@
 """HetAuto-style planner: principle-guided MCTS over hybrid-parallel plans.
 
-Where to go from here (one hop each):
+The path from here to every adapter, one hop each:
 
-* run API: :mod:`hetray.planner.run` (``RunConfig -> PlanDriver -> RunReport``, ``run()``);
-* actor shell: ``actors/planner.py`` (``hetray.actors.planner``: Ray search workers, the
+- run API: :mod:`hetray.planner.run` (``RunConfig -> PlanDriver -> RunReport``, ``run()``);
+- actor shell: ``actors/planner.py`` (``hetray.actors.planner``: Ray search workers, the
   cost-model server actor, ``RayBackend``);
-* CLI command: ``hetray plan`` and ``hetray profile`` (``hetray/cli/planner.py``);
-* example: ``examples/planner_hetero_llm.py`` (profile, then root-parallel MCTS on Ray);
-* benchmark: ``benchmarks/planner.py`` (``benchmarks/results/planner.json``);
-* Tune experiment: ``planner`` (``hetray/experiments/planner.py``);
-* docs page: ``docs/planner.md``.
+- CLI command: ``hetray plan`` and ``hetray profile`` (``hetray/cli/planner.py``);
+- example: ``examples/planner_hetero_llm.py`` (profile, then root-parallel MCTS on Ray);
+- benchmark: ``benchmarks/planner.py`` (``benchmarks/results/planner.json``);
+- Tune experiment: ``planner`` (``hetray/experiments/planner.py``);
+- docs page: ``docs/planner.md``.
 
 Modules: :mod:`~hetray.planner.model_spec` (LLM sizes), :mod:`~hetray.planner.plan` (the
 plan value), :mod:`~hetray.planner.cost_model` (analytical cost, simulated pipeline),

@@ -1,39 +1,50 @@
-"""The memory-store protocol on Ray shard actors (hetray.actors.mspipe.RayBackend): version
-gate under concurrent readers and writers, writes riding with reads, a killed actor restored
-from its checkpoint, the final checkpoint at shutdown."""
+"""The memory-store protocol on Ray shard actors (hetray.actors.mspipe.RayBackend).
+
+The scenarios are the in-process ones of ``tests/unit/mspipe/test_store_client.py`` (version
+gate under concurrent readers and writers, writes riding with reads, a killed shard restored
+from its checkpoint, the final checkpoint at shutdown), collected here again so that they run
+against this module's ``make_store``: the same client over Ray actors instead of threads.
+"""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from hetray.core.errors import MemoryStoreError
 from hetray.core.group import WorkerInit
-from hetray.mspipe.staleness import Recovery
-from hetray.mspipe.store import MemoryShard, MemoryStoreWorker, checkpoint_path
 from hetray.mspipe.store_client import MemoryStoreClient
-from hetray.temporal.memory import MemoryConfig, MemoryUpdate
+from tests.unit.mspipe.test_store_client import (
+    CFG,
+    test_an_error_of_a_live_shard_propagates,
+    test_concurrent_readers_and_writers_respect_min_version,
+    test_killed_shard_restores_from_checkpoint,
+    test_killed_shard_with_held_writes_gets_them_after_recovery,
+    test_read_without_checkpoint_fails_clearly,
+    test_shutdown_with_patience_writes_the_final_checkpoint,
+    test_writes_ride_with_the_next_read,
+)
 
-CFG = MemoryConfig(num_nodes=12, memory_dim=2, edge_feat_dim=0, mailbox_size=1)
-
-
-def _update(version: int, nodes=(0, 1, 2, 3, 4, 5)) -> MemoryUpdate:
-    nodes = np.array(nodes, np.int64)
-    value = np.full((len(nodes), 2), float(version), np.float32)
-    return MemoryUpdate(nodes=nodes, memory=value, mem_ts=np.full(len(nodes), float(version)),
-                        mail=np.zeros((len(nodes), 4), np.float32),
-                        mail_ts=np.full(len(nodes), float(version)))
+__all__ = [
+    "test_an_error_of_a_live_shard_propagates",
+    "test_concurrent_readers_and_writers_respect_min_version",
+    "test_killed_shard_restores_from_checkpoint",
+    "test_killed_shard_with_held_writes_gets_them_after_recovery",
+    "test_read_without_checkpoint_fails_clearly",
+    "test_shutdown_with_patience_writes_the_final_checkpoint",
+    "test_writes_ride_with_the_next_read",
+]
 
 
 @pytest.fixture
 def make_store(ray_shared):
+    """``make(num_shards, checkpoint_dir, checkpoint_every) -> (group, client)`` on Ray."""
     from hetray.actors.mspipe import RayBackend
 
     groups = []
 
     def make(num_shards=2, checkpoint_dir="", checkpoint_every=0):
         inits = [WorkerInit.of(CFG, s, num_shards, checkpoint_dir=checkpoint_dir,
-                               checkpoint_every=checkpoint_every) for s in range(num_shards)]
+                               checkpoint_every=checkpoint_every, wait_timeout_s=10.0)
+                 for s in range(num_shards)]
         group = RayBackend().memory_stores(inits, num_cpus=0.25)
         groups.append(group)
         return group, MemoryStoreClient(group, checkpointing=bool(checkpoint_dir))
@@ -41,67 +52,3 @@ def make_store(ray_shared):
     yield make
     for group in groups:
         group.shutdown()
-
-
-def test_concurrent_readers_and_writers_respect_min_version(make_store):
-    group, store = make_store()
-    reads = [(v, store.read(np.arange(6), v)) for v in range(9)]
-    for v in range(1, 9):
-        store.write(_update(v), v)
-    for v, pending in reads:
-        rows = pending.result()
-        assert rows.version >= v
-        # the value written by version w is w: state is never older than the bound
-        assert v == 0 or rows.memory[:, 0].min() >= v
-    assert store.drain() == []
-    assert group.execute_single(0, MemoryStoreWorker.version) == 8
-
-
-def test_writes_ride_with_the_next_read(make_store):
-    _, store = make_store()
-    pending = [store.write(_update(v), v) for v in (1, 2, 3)]
-    assert not pending[0].ready()
-    assert store.sent == 0
-    assert store.version == 3
-    rows = store.read(np.arange(6), 3).result()  # one write_read call per shard
-    assert store.sent == 3
-    assert rows.memory[:, 0].tolist() == [3.0] * 6
-    assert len({id(call) for p in pending for call in p.calls}) == 2  # the two shards' calls
-    assert [p.result() >= 0 for p in pending] == [True] * 3
-    assert all(p.ready() for p in pending)
-    store.write(_update(4), 4).result()  # asking for a held write's result sends it
-    assert store.sent == 4
-
-
-def test_killed_shard_restores_from_checkpoint(make_store, tmp_path):
-    group, store = make_store(checkpoint_dir=str(tmp_path), checkpoint_every=3)
-    for v in range(1, 6):
-        store.write(_update(v), v).result()
-    group.kill(1)
-    rows = store.read(np.arange(6), 5).result()
-    recoveries = store.drain()
-    assert recoveries == [Recovery(shard=1, restored_version=3, resumed_version=5)]
-    assert recoveries[0].lost_versions == 2  # checkpoint at version 3, versions 4 and 5 lost
-    odd = rows.memory[1::2, 0]  # shard 1 holds odd ids: restored to version 3's values
-    assert odd.tolist() == [3.0, 3.0, 3.0]
-    assert rows.memory[0::2, 0].tolist() == [5.0, 5.0, 5.0]
-    store.write(_update(6), 6).result()
-    assert store.read(np.arange(6), 6).result().memory[:, 0].tolist() == [6.0] * 6
-
-
-def test_read_without_checkpoint_fails_clearly(make_store):
-    group, store = make_store(num_shards=1)
-    group.kill(0)
-    with pytest.raises(MemoryStoreError, match="checkpointing is off"):
-        store.read(np.arange(3), 0).result()
-
-
-def test_shutdown_runs_the_final_checkpoint(make_store, tmp_path):
-    group, store = make_store(checkpoint_dir=str(tmp_path), checkpoint_every=100)
-    for v in range(1, 4):
-        store.write(_update(v), v)
-    store.drain()
-    group.shutdown()
-    for shard in (0, 1):
-        path = checkpoint_path(str(tmp_path), shard)
-        assert MemoryShard.restore(CFG, shard, 2, path).version == 3
