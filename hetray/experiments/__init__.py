@@ -7,6 +7,6 @@ backend)`` function: the trial's typed config, then a bounded amount of real wor
 the system's run API (on ``backend``: the system's Ray backend under Tune, None for in
 process), calling ``report(metrics)`` once per iteration;
 :mod:`hetray.experiments.registry` lists them. ``hetray.actors.tune`` runs them as Ray Tune
-trials; ``hetray tune`` and ``hetray report`` are the command line. This package file imports nothing, so a Tune trial imports only the
-experiment it runs.
+trials; ``hetray tune`` and ``hetray report`` are the command line. This package file
+imports nothing, so a Tune trial imports only the experiment it runs.
 """

@@ -206,15 +206,23 @@ def test_job_submit_runs_hello_cluster(head: Head, env: dict[str, str], deploy: 
     assert "succeeded" in output
 
 
+#: What the client sees when Ray's proxier fails to start the session's specific server.
+CLIENT_SERVER_RACE = "Starting Ray client server failed"
+
+
 def test_ray_client_session_runs_hello_cluster(
     head: Head, env: dict[str, str], deploy: SimpleNamespace
 ):
     address = f"ray://127.0.0.1:{head.client_port}"
-    result = deploy.run_cli(
-        [deploy.venv_bin / "python", deploy.examples_dir / "hello_cluster.py",
-         "--address", address],
-        env, timeout_s=180,
-    )
+    argv = [deploy.venv_bin / "python", deploy.examples_dir / "hello_cluster.py",
+            "--address", address]
+    result = deploy.run_cli(argv, env, timeout_s=180, check=False)
+    if result.returncode != 0 and CLIENT_SERVER_RACE in result.stderr:
+        # Ray 2.60's client proxier sometimes loses its specific server at birth (its log:
+        # "SpecificServer startup failed" right after a gRPC "skipping fork() handlers");
+        # the client never got a session, so one fresh connection is the same test.
+        result = deploy.run_cli(argv, env, timeout_s=180, check=False)
+    assert result.returncode == 0, result.stderr[-4000:]
     nodes, models, placed = hello_cluster_result(result.stdout)
     assert (nodes, models) == (1, "A100-80GB")
     assert "models=A100-80GB" in result.stdout
