@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from hetray.core.errors import GraphDataError
+from hetray.core.untrusted import UNREADABLE, load_array_file
 from hetray.graph.hetero import HeteroGraph, build_heterograph, check_edges
 
 logger = logging.getLogger(__name__)
@@ -61,19 +63,39 @@ def _edge_pairs(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _features(path: Path, num_nodes: int) -> torch.Tensor:
-    loaded = np.load(_require(path), allow_pickle=False)
+    loaded = _load(path)
     if isinstance(loaded, np.ndarray):
-        dense = loaded
+        dense = _numeric(path, loaded)
     else:
         loaded.close()
-        dense = sp.load_npz(path).toarray()
+        try:
+            dense = sp.load_npz(path).toarray()  # scipy reads npz without pickle
+        except UNREADABLE as err:
+            raise GraphDataError(str(path), "*", type(err).__name__,
+                                 f"not a scipy sparse .npz matrix: {err}") from err
     if dense.ndim != 2 or dense.shape[0] != num_nodes:
         raise GraphDataError(str(path), "rows", dense.shape, f"expected ({num_nodes}, D)")
     return torch.from_numpy(dense.astype(np.float32))
 
 
+def _load(path: Path) -> Any:
+    """An ``.npy`` array or ``.npz`` archive at ``path`` (never unpickled)."""
+    try:
+        return load_array_file(_require(path))
+    except UNREADABLE as err:
+        raise GraphDataError(str(path), "*", type(err).__name__,
+                             f"not a numeric .npy/.npz file: {err}") from err
+
+
 def _ids(path: Path) -> torch.Tensor:
-    return torch.from_numpy(np.load(_require(path)).astype(np.int64).reshape(-1))
+    return torch.from_numpy(_numeric(path, _load(path)).astype(np.int64).reshape(-1))
+
+
+def _numeric(path: Path, loaded: Any) -> np.ndarray:
+    if not isinstance(loaded, np.ndarray) or loaded.dtype.kind not in "fiub":
+        raise GraphDataError(str(path), "*", getattr(loaded, "dtype", type(loaded).__name__),
+                             "expected a numeric array")
+    return loaded
 
 
 def load_heco(root: Path, *, name: str | None = None, labels_per_class: int = 20) -> HeteroGraph:
@@ -103,7 +125,8 @@ def load_heco(root: Path, *, name: str | None = None, labels_per_class: int = 20
         edges[(src_t, stem, dst_t)] = (src, dst)
         edges[(dst_t, f"rev_{stem}", src_t)] = (dst, src)
     feats = {nt: _features(root / f, num_nodes[nt]) for nt, f in spec["features"].items()}
-    labels = torch.from_numpy(np.load(_require(root / "labels.npy")).astype(np.int64))
+    labels_path = root / "labels.npy"
+    labels = torch.from_numpy(_numeric(labels_path, _load(labels_path)).astype(np.int64))
     split = {f"{s}_idx": _ids(root / f"{s}_{labels_per_class}.npy")
              for s in ("train", "val", "test")}
     logger.info("loaded %s from %s", name, root)

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import torch
 
 from hetray.core.errors import GraphDataError
+from hetray.core.untrusted import check_file_name
 from hetray.graph.hetero import HeteroGraph, Relation, build_heterograph, check_edges
 
 logger = logging.getLogger(__name__)
@@ -88,14 +89,36 @@ def _read_schema(root: Path) -> dict:
     path = root / "schema.json"
     if not path.is_file():
         raise GraphDataError(str(path), "*", None, "schema file is missing")
-    schema = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise GraphDataError(str(path), "*", type(err).__name__,
+                             f"not readable JSON: {err}") from err
+    if not isinstance(schema, dict):
+        raise GraphDataError(str(path), "*", type(schema).__name__, "expected a JSON object")
     for key in ("name", "target_type", "num_classes", "node_types", "relations"):
         if key not in schema:
             raise GraphDataError(str(path), key, None, "missing key")
+    _check_names(path, schema)
     if schema.get("schema_version") != SCHEMA_VERSION:
         raise GraphDataError(str(path), "schema_version", schema.get("schema_version"),
                              f"expected {SCHEMA_VERSION}")
     return schema
+
+
+def _check_names(path: Path, schema: dict) -> None:
+    """Node-type and relation names become file names: plain names only (no ``..``, no ``/``)."""
+    if not isinstance(schema["node_types"], dict) or not isinstance(schema["relations"], list):
+        raise GraphDataError(str(path), "node_types/relations", None,
+                             "expected an object of node types and a list of relations")
+    for nt in schema["node_types"]:
+        check_file_name(str(path), "node_types", nt)
+    for i, rel in enumerate(schema["relations"]):
+        if not isinstance(rel, list) or len(rel) != 3:
+            raise GraphDataError(str(path), f"relations[{i}]", rel,
+                                 "expected [src_type, relation, dst_type]")
+        for j, part in enumerate(rel):
+            check_file_name(str(path), f"relations[{i}][{j}]", part)
 
 
 def _read_nodes(path: Path, num_nodes: int,

@@ -29,6 +29,7 @@ import torch
 from hetray.cluster.spec import LinkSpec
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.core.errors import ConfigError
+from hetray.core.untrusted import load_tensor_file
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import CachePolicy, RowCache, plan_cache, type_profiles
 from hetray.heta.collective import Collective
@@ -170,7 +171,7 @@ class HolderCore:
 
     def load(self, path: Path) -> None:
         """Restore what :meth:`save` wrote."""
-        state = torch.load(path)
+        state = load_tensor_file(path)  # weights_only: a checkpoint never runs code
         self.worker.model.load_state_dict(state["model"])
         self.worker.optimizer.load_state_dict(state["optimizer"])
 

@@ -33,7 +33,7 @@ complete them.
 Example:
     >>> import numpy as np
     >>> from hetray.core.group import WorkerInit
-from hetray.core.local_group import LocalActorGroup
+    >>> from hetray.core.local_group import LocalActorGroup
     >>> from hetray.mspipe.store import MemoryStoreWorker
     >>> from hetray.temporal.memory import MemoryConfig
     >>> cfg = MemoryConfig(num_nodes=6, memory_dim=2)

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from hetray.core.errors import TemporalDataError
+from hetray.core.untrusted import UNREADABLE, load_array_file, load_tensor_file
 from hetray.temporal.data import EventStream, validate_events
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,7 @@ def load_jodie(path: Path) -> EventStream:
     cols = {c: _numeric(frame, c, path, 1) for c in ("u", "i", "ts", "label", "idx")}
     feat_path = path.with_suffix(".npy")
     if feat_path.is_file():
-        table = np.load(feat_path)
+        table = _array(feat_path)
         idx = cols["idx"].astype(np.int64)
         over = np.flatnonzero((idx < 0) | (idx >= len(table)))
         if len(over):
@@ -118,13 +119,11 @@ def load_jodie(path: Path) -> EventStream:
 
 def load_tgl(path: Path) -> EventStream:
     """Load TGL's ``edges.csv`` (and ``edge_features.pt`` from the same folder if present)."""
-    import torch
-
     frame = _read_csv(path)
     cols = {c: _numeric(frame, c, path, 1) for c in ("src", "dst", "time")}
     feat_path = path.parent / "edge_features.pt"
     if feat_path.is_file():
-        feat = torch.load(feat_path).float().numpy()
+        feat = _tensor(feat_path)
         if len(feat) != len(frame):
             raise TemporalDataError(str(feat_path), len(feat), feat.shape,
                                     f"expected {len(frame)} feature rows, one per edge")
@@ -134,6 +133,34 @@ def load_tgl(path: Path) -> EventStream:
                     row_offset=2)
     return EventStream.from_arrays(src=cols["src"], dst=cols["dst"], t=cols["time"],
                                    edge_feat=feat, source=str(path))
+
+
+def _array(path: Path) -> np.ndarray:
+    """A 2-D numeric array from ``.npy`` ``path`` (never unpickled)."""
+    try:
+        table = load_array_file(path)
+    except UNREADABLE as err:
+        raise TemporalDataError(str(path), 0, type(err).__name__,
+                                f"not a numeric .npy array: {err}") from err
+    if not isinstance(table, np.ndarray) or table.ndim != 2 or table.dtype.kind not in "fiu":
+        raise TemporalDataError(str(path), 0, getattr(table, "shape", type(table).__name__),
+                                "expected a 2-D numeric array, one row per feature id")
+    return table
+
+
+def _tensor(path: Path) -> np.ndarray:
+    """float32 ``(E, D_e)`` features from a ``torch.save`` file (``weights_only``: no code)."""
+    import torch
+
+    try:
+        loaded = load_tensor_file(path)
+    except UNREADABLE as err:
+        raise TemporalDataError(str(path), 0, type(err).__name__,
+                                f"not a tensor file hetray can read safely: {err}") from err
+    if not isinstance(loaded, torch.Tensor) or loaded.ndim != 2:
+        raise TemporalDataError(str(path), 0, getattr(loaded, "shape", type(loaded).__name__),
+                                "expected one 2-D tensor, one row per edge")
+    return loaded.float().numpy()
 
 
 def _compact(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
