@@ -197,8 +197,21 @@ class RayActorGroup(BlockingCalls[W]):
         return len(ready) == len(refs)
 
     def kill(self, index: int) -> None:
-        """Kill worker ``index`` without its ``shutdown()`` (fault injection in tests)."""
-        ray.kill(self.actors[index], no_restart=True)
+        """Kill worker ``index`` without its ``shutdown()`` (fault injection in tests).
+
+        Returns once the actor is dead (``ray.kill`` alone is asynchronous: a call made just
+        after it could still run), so every later call on it fails.
+        """
+        actor = self.actors[index]
+        ray.kill(actor, no_restart=True)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                ray.get(actor.__ray_ready__.remote(), timeout=STARTUP_TIMEOUT_S)
+            except RayActorError:
+                return
+            time.sleep(0.05)
+        raise ActorTimeoutError(self.worker_cls.__name__, [index], STARTUP_TIMEOUT_S)
 
     def restart(self) -> None:
         """Kill every worker and start the next generation in the same bundles."""
