@@ -29,6 +29,7 @@ from hetray.accel.detect import CPU_MODEL
 from hetray.accel.specs import REGISTRY
 from hetray.cluster.spec import Cluster, ClusterSpec, CrossClusterLink, LinkSpec, NodeGroup
 from hetray.core.errors import ConfigError
+from hetray.core.strict_text import parse_yaml, read_config_text
 from hetray.core.units import bytes_per_s_to_gbit_per_s, gbit_per_s_to_bytes_per_s
 
 SCHEMA_VERSION = 1
@@ -198,21 +199,7 @@ def load_cluster_spec(path: str | Path) -> ClusterSpec:
         ConfigError: the file is missing, is not YAML, or fails validation.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(
-            str(path), "<file>", str(path), f"a readable file ({err.strerror})"
-        ) from err
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(str(path), "<file>", _first_line(err), "valid YAML") from err
-    return parse_cluster_spec(data, str(path))
-
-
-def _first_line(err: Exception) -> str:
-    return str(err).splitlines()[0] if str(err) else type(err).__name__
+    return parse_cluster_spec(parse_yaml(read_config_text(path), str(path)), str(path))
 
 
 def _link_dict(link: LinkSpec) -> dict[str, float]:

@@ -8,8 +8,8 @@ them the same behaviour:
   the field types (ints, floats, strings, bools, enums, tuples, nested configs, ``X | None``)
   and the first bad one raises :class:`~hetray.core.errors.ConfigError` naming the source,
   the dotted field, the value and what is allowed. Missing fields keep their defaults.
-- :func:`load_config` reads a ``.yaml``/``.yml``/``.json`` file (at most
-  :data:`MAX_CONFIG_BYTES`) into one.
+- :func:`load_config` reads a ``.yaml``/``.yml``/``.json`` file (strictly and bounded:
+  :mod:`hetray.core.strict_text`) into one.
 - :func:`with_overrides` applies ``{"train.lr": 0.1}``-style overrides (CLI flags) with
   :func:`dataclasses.replace`, checked the same way.
 - :func:`config_to_dict` is the JSON/YAML-ready inverse (``--print-config``, reports).
@@ -40,7 +40,6 @@ Example:
 # notebooks then carry real annotation objects, which typing.get_type_hints needs there.
 import dataclasses
 import enum
-import json
 import logging
 import types
 import typing
@@ -51,14 +50,11 @@ from typing import Any, TypeVar
 import yaml
 
 from hetray.core.errors import ConfigError
+from hetray.core.strict_text import parse_json, parse_yaml, read_config_text
 
 logger = logging.getLogger(__name__)
 
 C = TypeVar("C")
-
-#: Largest config file read (bytes); configs are small, so anything larger is a mistake.
-MAX_CONFIG_BYTES = 1 << 20
-
 
 def config_from_mapping(cls: type[C], data: Any, source: str, prefix: str = "") -> C:
     """Build dataclass ``cls`` from ``data``, strictly (see the module doc).
@@ -90,24 +86,15 @@ def config_from_mapping(cls: type[C], data: Any, source: str, prefix: str = "") 
 
 
 def load_config(cls: type[C], path: str | Path) -> C:
-    """Read ``path`` (YAML or JSON, at most :data:`MAX_CONFIG_BYTES`) into ``cls``.
+    """Read ``path`` (YAML or JSON, strictly: :mod:`hetray.core.strict_text`) into ``cls``.
 
     Raises:
-        ConfigError: unreadable, too large, not YAML/JSON, or invalid (names the file).
+        ConfigError: unreadable, too large, not YAML/JSON, an alias, a duplicate key, a
+            non-finite number, or an invalid config (names the file).
     """
     path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise ConfigError(str(path), "(file)", f"{size} bytes",
-                              f"a config of at most {MAX_CONFIG_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as err:
-        if isinstance(err, ConfigError):
-            raise
-        raise ConfigError(str(path), "(file)", type(err).__name__,
-                          "a readable YAML or JSON file") from err
+    text = read_config_text(path)
+    data = parse_json(text, str(path)) if path.suffix == ".json" else parse_yaml(text, str(path))
     return config_from_mapping(cls, data if data is not None else {}, str(path))
 
 

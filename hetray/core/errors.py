@@ -15,6 +15,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+#: Most characters of an offending value an error message quotes (a value may be huge).
+MAX_QUOTED_CHARS = 200
+
+
+def quote(value: Any) -> str:
+    """``repr(value)``, cut to :data:`MAX_QUOTED_CHARS` characters with its full length noted.
+
+    Example:
+        >>> quote("x" * 1000)[-28:]
+        '... (1002 characters in all)'
+    """
+    text = repr(value)
+    if len(text) <= MAX_QUOTED_CHARS:
+        return text
+    return f"{text[:MAX_QUOTED_CHARS]}... ({len(text)} characters in all)"
+
 
 class HetrayError(Exception):
     """Base class of every error hetray raises on purpose."""
@@ -32,7 +48,7 @@ class ConfigError(HetrayError, ValueError):
 
     def __str__(self) -> str:
         return (
-            f"{self.source}: field '{self.field}' has invalid value {self.value!r}; "
+            f"{self.source}: field '{self.field}' has invalid value {quote(self.value)}; "
             f"allowed: {self.allowed}"
         )
 

@@ -31,9 +31,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hetray.core.errors import ConfigError
+from hetray.core.strict_text import parse_yaml, read_config_text
 from hetray.experiments.params import Scalar
 from hetray.experiments.spec import ExperimentSpec
 
@@ -89,13 +88,7 @@ def load_grid(path: Path, experiments: Mapping[str, ExperimentSpec]) -> Grid:
         ConfigError: unreadable YAML, an unknown key, or an invalid value (names the file).
     """
     source = str(path)
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ConfigError(source, "<file>", str(path), f"a readable file ({err})") from err
-    except yaml.YAMLError as err:
-        raise ConfigError(source, "<file>", str(err).splitlines()[0], "valid YAML") from err
-    return parse_grid(data, source, experiments)
+    return parse_grid(parse_yaml(read_config_text(path), source), source, experiments)
 
 
 def _check_keys(data: Mapping[str, Any], allowed: tuple[str, ...], source: str,

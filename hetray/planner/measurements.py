@@ -49,6 +49,7 @@ from pathlib import Path
 import pandas as pd
 
 from hetray.core.errors import ProfileDataError
+from hetray.core.strict_text import parse_json, read_config_text
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +156,7 @@ def load_measurements(path: str | Path) -> list[Measurement]:
         return records_from_frame(pd.read_parquet(path), str(path))
     if path.suffix != ".json":
         raise ProfileDataError(str(path), "unknown suffix; use .parquet or .json")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ProfileDataError(str(path), f"invalid JSON: {err}") from err
+    data = parse_json(read_config_text(path), str(path))
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         raise ProfileDataError(str(path), f"expected an object with schema_version "
                                f"{SCHEMA_VERSION} and records")

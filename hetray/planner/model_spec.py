@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from hetray.accel.specs import Precision
 from hetray.core.errors import ConfigError
+from hetray.core.strict_text import parse_yaml, read_config_text
 
 logger = logging.getLogger(__name__)
 
@@ -205,8 +204,4 @@ def load_model_spec(name_or_path: str | Path) -> ModelSpec:
     if not path.is_file():
         raise ConfigError("--model", "model", text,
                           f"a preset {sorted(PRESETS)} or the path of a model YAML file")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise ConfigError(str(path), "<yaml>", str(err).splitlines()[0], "valid YAML") from err
-    return parse_model_spec(data, str(path))
+    return parse_model_spec(parse_yaml(read_config_text(path), str(path)), str(path))

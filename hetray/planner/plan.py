@@ -27,6 +27,7 @@ from typing import Any
 
 from hetray.cluster.spec import ClusterSpec, NodeGroup
 from hetray.core.errors import ConfigError, InfeasiblePlanError
+from hetray.core.strict_text import parse_json
 from hetray.pipeline.schedules import Schedule
 
 logger = logging.getLogger(__name__)
@@ -226,7 +227,7 @@ def plan_from_json(text: str) -> Plan:
     Raises:
         ConfigError: wrong ``schema_version`` or malformed fields.
     """
-    data = json.loads(text)
+    data = parse_json(text, "plan.json")
     if not isinstance(data, Mapping) or data.get("schema_version") != SCHEMA_VERSION:
         version = data.get("schema_version") if isinstance(data, Mapping) else data
         raise ConfigError("plan.json", "schema_version", version, str(SCHEMA_VERSION))

@@ -174,7 +174,7 @@ def test_not_a_mapping(tmp_path):
 def test_invalid_yaml(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("clusters: [\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"broken\.yaml: field '<file>'.*valid YAML"):
+    with pytest.raises(ConfigError, match=r"broken\.yaml: field 'line \d+'.*valid YAML"):
         load_cluster_spec(path)
 
 
