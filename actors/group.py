@@ -1,11 +1,10 @@
 """The one actor-group base: ``N`` Ray actors of one class, placed, called, restarted, stopped.
 
 :class:`RayActorGroup` implements :class:`hetray.core.group.ActorGroup` on Ray (the
-in-process twin is :class:`hetray.core.group.LocalActorGroup`); every group in
+in-process twin is :class:`hetray.core.local_group.LocalActorGroup`); every group in
 ``hetray.actors`` (partition holders, pipeline stages, memory-store shards, samplers and
-fetchers, planner workers) is one of these. :func:`create_group` picks the implementation:
-``GroupPlacement.local()`` gives the local group (Ray Train's local mode), anything else
-Ray actors.
+fetchers, planner workers) is one of these, started by :func:`create_group`. Each system's
+``LocalBackend`` builds the in-process twin directly (Ray Train's local mode).
 
 - **Placement**: with ``bundles``, one placement-group bundle per worker, worker ``i`` always
   pinned to bundle ``i`` by explicit index; without, the actors take only their options.
@@ -39,11 +38,12 @@ from hetray.core.group import (
     BlockingCalls,
     FailureFactory,
     WorkerInit,
+    check_args_count,
     default_failure,
     first_line,
+    init_function,
     method_name,
 )
-from hetray.core.local_group import LocalActorGroup
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,6 @@ class GroupPlacement:
     """Where a group's workers run.
 
     Attributes:
-        local: in this process (:class:`LocalActorGroup`), not on Ray.
         bundles: one resource dict per worker (a placement group); empty: none.
         strategy: placement strategy of the bundles (PACK, SPREAD, STRICT_*).
         options: Ray actor options of worker ``i`` (``num_cpus``, ``max_concurrency`` ...);
@@ -66,16 +65,10 @@ class GroupPlacement:
         timeout_s: how long to wait for the bundles (None: the hetray default).
     """
 
-    local: bool = False
     bundles: tuple[Mapping[str, float], ...] = ()
     strategy: str = "PACK"
     options: Mapping[str, Any] | tuple[Mapping[str, Any], ...] = field(default_factory=dict)
     timeout_s: float | None = None
-
-    @classmethod
-    def in_process(cls) -> GroupPlacement:
-        """Workers as objects in this process (tests, notebooks, one-machine runs)."""
-        return cls(local=True)
 
     def options_of(self, index: int) -> dict[str, Any]:
         """Actor options of worker ``index``."""
@@ -156,9 +149,7 @@ class RayActorGroup(BlockingCalls[W]):
     def execute_each_async(self, method: Callable[..., Any],
                            args_per_worker: Sequence[tuple[Any, ...]]) -> list[ray.ObjectRef]:
         """Start ``method`` on worker ``i`` with ``args_per_worker[i]``."""
-        if len(args_per_worker) != self._num:
-            raise ValueError(f"args_per_worker: expected {self._num} tuples, "
-                             f"got {len(args_per_worker)}")
+        check_args_count(args_per_worker, self._num)
         return [self._method(i, method).remote(*a) for i, a in enumerate(args_per_worker)]
 
     def execute_single_async(self, index: int, method: Callable[..., Any], *args: Any,
@@ -254,7 +245,7 @@ def create_group(worker_cls: type[W],
                  placement: GroupPlacement, num_workers: int | None = None,
                  on_failure: FailureFactory | None = None,
                  timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> ActorGroup[W]:
-    """Start a group of ``worker_cls``: on Ray, or in-process for ``placement.local``.
+    """Start a group of ``worker_cls`` as Ray actors.
 
     Args:
         worker_cls: the undecorated worker class.
@@ -269,18 +260,8 @@ def create_group(worker_cls: type[W],
         PlacementTimeoutError: the bundles were not placed in time (nothing is left behind).
         ActorStartupError: a worker did not start.
     """
-    if placement.local:
-        return LocalActorGroup(worker_cls, inits, num_workers=num_workers,
-                               on_failure=on_failure, timeout_s=timeout_s)
-    if isinstance(inits, Sequence):
-        fixed = list(inits)
-        count = len(fixed)
-
-        def init(index: int, _generation: int) -> WorkerInit:
-            return fixed[index]
-    else:
-        init, count = inits, int(num_workers or 0)
-    group = RayActorGroup(worker_cls, init, num_workers=count, placement=placement,
+    count = len(inits) if isinstance(inits, Sequence) else int(num_workers or 0)
+    group = RayActorGroup(worker_cls, init_function(inits), num_workers=count, placement=placement,
                           on_failure=on_failure, timeout_s=timeout_s)
     try:
         group.start()

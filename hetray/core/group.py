@@ -83,6 +83,22 @@ def default_failure(role: str) -> FailureFactory:
     return lambda index, cause: ActorFailedError(role, index, cause)
 
 
+def init_function(inits: Sequence[WorkerInit] | Callable[[int, int], WorkerInit]
+                  ) -> Callable[[int, int], WorkerInit]:
+    """``(index, generation) -> WorkerInit`` for a list of inits (or the function itself)."""
+    if isinstance(inits, Sequence):
+        fixed = list(inits)
+        return lambda index, _generation: fixed[index]
+    return inits
+
+
+def check_args_count(args_per_worker: Sequence[object], num_workers: int) -> None:
+    """Raise ``ValueError`` unless there is one argument tuple per worker."""
+    if len(args_per_worker) != num_workers:
+        raise ValueError(f"args_per_worker: expected {num_workers} tuples, "
+                         f"got {len(args_per_worker)}")
+
+
 def first_line(err: BaseException) -> str:
     """One line for ``err`` (Ray's errors carry whole tracebacks).
 

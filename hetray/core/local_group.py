@@ -39,8 +39,10 @@ from hetray.core.group import (
     BlockingCalls,
     FailureFactory,
     WorkerInit,
+    check_args_count,
     default_failure,
     first_line,
+    init_function,
     method_name,
 )
 
@@ -130,7 +132,7 @@ class LocalActorGroup(BlockingCalls[W]):
                  num_workers: int | None = None, on_failure: FailureFactory | None = None,
                  timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> None:
         self.worker_cls = worker_cls
-        self._init = _init_function(inits)
+        self._init = init_function(inits)
         self._num = len(inits) if isinstance(inits, Sequence) else int(num_workers or 0)
         self._failure = on_failure or default_failure(worker_cls.__name__)
         self.timeout_s = timeout_s
@@ -159,7 +161,7 @@ class LocalActorGroup(BlockingCalls[W]):
                            args_per_worker: Sequence[tuple[Any, ...]]) -> list[Future[Any]]:
         """Start ``method`` on worker ``i`` with ``args_per_worker[i]``."""
         name = method_name(self.worker_cls, method)
-        _check_count(args_per_worker, self._num)
+        check_args_count(args_per_worker, self._num)
         return [w.submit(name, a, {}) for w, a in zip(self._workers, args_per_worker, strict=True)]
 
     def execute_single_async(self, index: int, method: Callable[..., Any], *args: Any,
@@ -235,18 +237,3 @@ def _run_until_stopped(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_forever()
     finally:
         loop.close()
-
-
-def _init_function(inits: Sequence[WorkerInit] | Callable[[int, int], WorkerInit]
-                   ) -> Callable[[int, int], WorkerInit]:
-    if isinstance(inits, Sequence):
-        fixed = list(inits)
-        return lambda index, _generation: fixed[index]
-    return inits
-
-
-def _check_count(args_per_worker: Sequence[object], num_workers: int) -> None:
-    if len(args_per_worker) != num_workers:
-        raise ValueError(f"args_per_worker: expected {num_workers} tuples, "
-                         f"got {len(args_per_worker)}")
-
