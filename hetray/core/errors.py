@@ -144,7 +144,8 @@ class GraphDataError(HetrayError, ValueError):
         self.problem = problem
 
     def __str__(self) -> str:
-        return f"{self.file}: column '{self.column}' has bad value {self.value!r}: {self.problem}"
+        return (f"{self.file}: column '{self.column}' has bad value {quote(self.value)}: "
+                f"{self.problem}")
 
 
 class PartitionHolderError(HetrayError, RuntimeError):
@@ -196,7 +197,7 @@ class TemporalDataError(HetrayError, ValueError):
         self.problem = problem
 
     def __str__(self) -> str:
-        return f"{self.file}: row {self.row} has bad value {self.value!r}: {self.problem}"
+        return f"{self.file}: row {self.row} has bad value {quote(self.value)}: {self.problem}"
 
 
 class MemoryStoreError(HetrayError, RuntimeError):
