@@ -22,16 +22,14 @@ flag is an override. This module imports neither torch nor Ray.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
-from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from hetray.cli.errors import handle_errors as handle_errors  # every command's error path
 from hetray.core.config import config_to_yaml, load_config, with_overrides
-from hetray.core.errors import ConfigError, HetrayError
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C")
@@ -55,23 +53,6 @@ def ship_option(func: F) -> F:
         help="Upload this hetray package to the cluster with the job (runtime_env py_modules) "
              "for clusters where it is not installed.",
     )(func)
-
-
-def handle_errors(func: F) -> F:
-    """Turn hetray errors into one clear line and the right exit code (2 usage, 1 runtime)."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except ConfigError as err:
-            click.echo(f"error: {err}", err=True)
-            sys.exit(2)
-        except HetrayError as err:
-            click.echo(f"error: {err}", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def config_options(func: F) -> F:

@@ -1,7 +1,7 @@
 """The ``hetray`` command line.
 
-Exit codes: 0 success, 1 runtime failure (e.g. Ray unreachable), 2 usage errors (bad
-flags, bad config files).
+Exit codes: 0 success, 1 runtime failure (e.g. Ray unreachable), 2 bad input (flags, files,
+values); see :mod:`hetray.cli.errors`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import click
 
 from hetray.cli.common import address_option, handle_errors, ship_option
 from hetray.cli.lazy import LazyGroup
+from hetray.core.limits import DEFAULT_LIMITS, parse_limits, raise_limits
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,15 +32,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
               help="Log level of hetray's own messages.")
+@click.option("--limit", "limits", multiple=True, metavar="NAME=VALUE",
+              help="Raise a size limit for this command (repeatable), e.g. "
+                   "--limit cluster_nodes=50000; limits: " + ", ".join(
+                       f"{k} ({v:,})" for k, v in DEFAULT_LIMITS.items()) + ".")
 @click.version_option(package_name="hetray")
-def cli(log_level: str) -> None:
+@handle_errors
+def cli(log_level: str, limits: tuple[str, ...]) -> None:
     """hetray: train graph and large models across heterogeneous Ray clusters.
 
     Every command that needs Ray takes --address; without it hetray starts an embedded
     local Ray for the duration of the command.
+
+    Exit codes: 0 success, 1 runtime failure, 2 bad input (flags, files, values).
     """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("hetray").setLevel(log_level)
+    raise_limits(parse_limits(",".join(limits), "--limit"))
 
 
 def _connect_and_probe(address: str | None, ship_project: bool) -> tuple[Any, list[Any], list[Any]]:

@@ -20,6 +20,7 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
 )
+from hetray.core.errors import InfeasiblePlanError
 from hetray.models.gpt import GPT_PRESETS, gpt_preset
 from hetray.pipeline.report import RunReport, StepReport
 from hetray.pipeline.run import DEFAULT_MODEL, RunConfig, TrainConfig, run
@@ -64,7 +65,10 @@ def _from_plan(ctx: click.Context, base: RunConfig) -> tuple[RunConfig, Any, Any
         plan = handoff.default_plan(
             spec, base.model.num_layers, schedule=Schedule(schedule or _DEFAULT.pipeline.schedule),
             num_microbatches=params["microbatches"], microbatch_size=params["microbatch_size"])
-    return handoff.pipeline_config(plan, spec, base), plan, spec
+    try:
+        return handoff.pipeline_config(plan, spec, base), plan, spec
+    except InfeasiblePlanError as err:
+        raise err.in_file(str(params["plan_file"] or "the default plan")) from err
 
 
 def _print(out: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from hetray.accel.detect import CPU_MODEL
 from hetray.accel.specs import REGISTRY
 from hetray.cluster.spec import Cluster, ClusterSpec, CrossClusterLink, LinkSpec, NodeGroup
 from hetray.core.errors import ConfigError
+from hetray.core.limits import check_limit
 from hetray.core.strict_text import parse_yaml, read_config_text
 from hetray.core.units import bytes_per_s_to_gbit_per_s, gbit_per_s_to_bytes_per_s
 
@@ -111,12 +112,12 @@ def _node_group(reader: _Reader, data: Any, path: str) -> NodeGroup:
     model = reader.text(data, "device_model", path)
     if model not in REGISTRY and model != CPU_MODEL:
         raise reader.error(_join(path, "device_model"), model, ", ".join(allowed_device_models()))
-    return NodeGroup(
-        name=reader.text(data, "name", path),
-        device_model=model,
-        devices_per_node=reader.positive_int(data, "devices_per_node", path),
-        num_nodes=reader.positive_int(data, "num_nodes", path),
-    )
+    per_node = reader.positive_int(data, "devices_per_node", path)
+    num_nodes = reader.positive_int(data, "num_nodes", path)
+    check_limit("cluster_devices", per_node, reader.source, _join(path, "devices_per_node"))
+    check_limit("cluster_nodes", num_nodes, reader.source, _join(path, "num_nodes"))
+    return NodeGroup(name=reader.text(data, "name", path), device_model=model,
+                     devices_per_node=per_node, num_nodes=num_nodes)
 
 
 def _cluster(reader: _Reader, data: Any, path: str) -> Cluster:
@@ -185,6 +186,7 @@ def parse_cluster_spec(data: Any, source: str) -> ClusterSpec:
     _unique([",".join(sorted(link.clusters)) for link in links], reader, "cross_cluster_links")
     spec = ClusterSpec(name=reader.text(data, "name", ""), clusters=clusters,
                        cross_cluster_links=links)
+    check_limit("cluster_devices", spec.num_devices, source, "clusters (all devices)")
     missing = spec.missing_cross_links()
     if missing:
         raise reader.error("cross_cluster_links", "<missing>",

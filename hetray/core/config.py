@@ -41,6 +41,7 @@ Example:
 import dataclasses
 import enum
 import logging
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -50,11 +51,15 @@ from typing import Any, TypeVar
 import yaml
 
 from hetray.core.errors import ConfigError
+from hetray.core.limits import check_limit
 from hetray.core.strict_text import parse_json, parse_yaml, read_config_text
 
 logger = logging.getLogger(__name__)
 
 C = TypeVar("C")
+
+#: Field metadata key naming the limit of a :func:`limited` field.
+_LIMIT_KEY = "hetray_limit"
 
 def config_from_mapping(cls: type[C], data: Any, source: str, prefix: str = "") -> C:
     """Build dataclass ``cls`` from ``data``, strictly (see the module doc).
@@ -77,7 +82,7 @@ def config_from_mapping(cls: type[C], data: Any, source: str, prefix: str = "") 
         raise ConfigError(source, _join(prefix, unknown[0]), unknown[0],
                           "one of " + ", ".join(fields))
     hints = typing.get_type_hints(cls)
-    values = {name: _coerce(hints[name], value, source, _join(prefix, name))
+    values = {name: _checked(fields[name], hints[name], value, source, _join(prefix, name))
               for name, value in data.items()}
     try:
         return cls(**values)
@@ -140,7 +145,32 @@ def _replace_path(config: Any, parts: list[str], value: Any, source: str, prefix
         inner = _replace_path(getattr(config, name), parts[1:], value, source, path)
         return dataclasses.replace(config, **{name: inner})
     hint = typing.get_type_hints(type(config))[name]
-    return dataclasses.replace(config, **{name: _coerce(hint, value, source, path)})
+    field = next(f for f in dataclasses.fields(config) if f.name == name)
+    return dataclasses.replace(config, **{name: _checked(field, hint, value, source, path)})
+
+
+def limited(name: str, default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field bounded by the :mod:`hetray.core.limits` limit ``name``.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Train:
+        ...     epochs: int = limited("steps", 3)
+        >>> config_from_mapping(Train, {"epochs": 10**9}, "run.yaml")
+        Traceback (most recent call last):
+        ...
+        hetray.core.errors.ConfigError: run.yaml: field 'epochs' has invalid value 1000000000; \
+allowed: at most 10000000 (the 'steps' limit; raise it with hetray --limit steps=N)
+    """
+    return dataclasses.field(default=default, metadata={_LIMIT_KEY: name})
+
+
+def _checked(field: dataclasses.Field, hint: Any, value: Any, source: str, path: str) -> Any:
+    """``value`` coerced to ``hint`` and, for a :func:`limited` field, within its limit."""
+    value = _coerce(hint, value, source, path)
+    if _LIMIT_KEY in field.metadata and isinstance(value, int):
+        check_limit(field.metadata[_LIMIT_KEY], value, source, path)
+    return value
 
 
 def _coerce(hint: Any, value: Any, source: str, path: str) -> Any:
@@ -201,13 +231,20 @@ def _coerce_scalar(hint: Any, value: Any, source: str, path: str) -> Any:
     if hint is Any or hint is object:
         return value
     if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise ConfigError(source, path, value, "a finite number")
         return float(value)
     if hint is Path and isinstance(value, str | Path):
         return Path(value)
     if hint in (int, str, bool) and type(value) is hint:
         return value
     name = getattr(hint, "__name__", str(hint))
-    raise ConfigError(source, path, _short(value), f"a {name}")
+    raise ConfigError(source, path, _short(value), article(name))
+
+
+def article(noun: str) -> str:
+    """``noun`` with its indefinite article ("an int", "a float")."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def _join(prefix: str, name: str) -> str:

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 #: Most characters of an offending value an error message quotes (a value may be huge).
 MAX_QUOTED_CHARS = 200
@@ -33,10 +33,22 @@ def quote(value: Any) -> str:
 
 
 class HetrayError(Exception):
-    """Base class of every error hetray raises on purpose."""
+    """Base class of every error hetray raises on purpose: a runtime failure (exit code 1).
+
+    Attributes:
+        exit_code: what the ``hetray`` command exits with when this error ends it.
+    """
+
+    exit_code: ClassVar[int] = 1
 
 
-class ConfigError(HetrayError, ValueError):
+class InputError(HetrayError):
+    """Base class of errors in what the user gave (a file, a flag, a value): exit code 2."""
+
+    exit_code: ClassVar[int] = 2
+
+
+class ConfigError(InputError, ValueError):
     """A config file or value is invalid: names source, field, value and what is allowed."""
 
     def __init__(self, source: str, field: str, value: Any, allowed: str) -> None:
@@ -133,7 +145,7 @@ class ActorTimeoutError(HetrayError, TimeoutError):
                 "check the actors' logs (ray logs) or raise the timeout")
 
 
-class GraphDataError(HetrayError, ValueError):
+class GraphDataError(InputError, ValueError):
     """A graph data file is malformed: names the file, the column, the offending value and why."""
 
     def __init__(self, file: str, column: str, value: Any, problem: str) -> None:
@@ -160,21 +172,31 @@ class PartitionHolderError(HetrayError, RuntimeError):
         return f"partition holder {self.part_id} failed: {self.cause}"
 
 
-class InfeasiblePlanError(HetrayError, ValueError):
-    """A parallel plan cannot run: names the stage (or -1 for the whole plan) and why."""
+class InfeasiblePlanError(InputError, ValueError):
+    """A parallel plan cannot run: names the stage (or -1 for the whole plan) and why.
 
-    def __init__(self, stage: int, reason: str, shortfall_bytes: float = 0.0) -> None:
-        super().__init__(stage, reason, shortfall_bytes)
+    ``source`` (the plan file, when there is one) is set by :meth:`in_file`.
+    """
+
+    def __init__(self, stage: int, reason: str, shortfall_bytes: float = 0.0,
+                 source: str = "") -> None:
+        super().__init__(stage, reason, shortfall_bytes, source)
         self.stage = stage
         self.reason = reason
         self.shortfall_bytes = shortfall_bytes
+        self.source = source
+
+    def in_file(self, source: str) -> InfeasiblePlanError:
+        """The same error, naming the plan file ``source``."""
+        return InfeasiblePlanError(self.stage, self.reason, self.shortfall_bytes, source)
 
     def __str__(self) -> str:
         where = "plan" if self.stage < 0 else f"stage {self.stage}"
-        return f"infeasible {where}: {self.reason}"
+        prefix = f"{self.source}: " if self.source else ""
+        return f"{prefix}infeasible {where}: {self.reason}"
 
 
-class ProfileDataError(HetrayError, ValueError):
+class ProfileDataError(InputError, ValueError):
     """Measured profile data is missing, malformed or unusable: names the source and problem."""
 
     def __init__(self, source: str, problem: str) -> None:
@@ -186,7 +208,7 @@ class ProfileDataError(HetrayError, ValueError):
         return f"{self.source}: {self.problem}"
 
 
-class TemporalDataError(HetrayError, ValueError):
+class TemporalDataError(InputError, ValueError):
     """A temporal event file is malformed: names the file, the row, the offending value and why."""
 
     def __init__(self, file: str, row: int, value: Any, problem: str) -> None:
@@ -241,7 +263,7 @@ class PipelineRecvTimeoutError(HetrayError, TimeoutError):
                 "transport's recv timeout_s for very slow links")
 
 
-class ScheduleError(HetrayError, ValueError):
+class ScheduleError(InputError, ValueError):
     """Pipeline instruction streams are unsound; names the rank, the op and what is wrong."""
 
     def __init__(self, rank: int, op: str, reason: str) -> None:

@@ -9,10 +9,12 @@ limit                    default maximum  what it bounds
 =======================  ===============  ===============================================
 ``graph_nodes``          500,000,000      nodes of one node type / of a temporal graph
 ``graph_edges``          5,000,000,000    edges of one relation / events of a stream
-``feature_dim``          65,536           width of a node or edge feature
+``feature_dim``          262,144          width of a feature, a layer or a vocabulary
 ``cluster_devices``      100,000          devices of a cluster spec (all clusters)
 ``cluster_nodes``        10,000           machines of one node group
 ``micro_batches``        65,536           micro-batches of one pipeline step
+``batch_rows``           10,000,000       sequences, events or seed nodes of one batch
+``sequence_length``      1,048,576        tokens of one sequence
 ``layers``               10,000           layers of a model
 ``steps``                10,000,000       training steps / epochs / search evaluations
 =======================  ===============  ===============================================
@@ -44,10 +46,12 @@ LIMITS_ENV = "HETRAY_LIMITS"
 DEFAULT_LIMITS: Mapping[str, int] = {
     "graph_nodes": 500_000_000,
     "graph_edges": 5_000_000_000,
-    "feature_dim": 65_536,
+    "feature_dim": 262_144,
     "cluster_devices": 100_000,
     "cluster_nodes": 10_000,
     "micro_batches": 65_536,
+    "batch_rows": 10_000_000,
+    "sequence_length": 1_048_576,
     "layers": 10_000,
     "steps": 10_000_000,
 }

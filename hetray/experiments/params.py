@@ -16,11 +16,13 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from hetray.core.config import config_from_mapping
+from hetray.core import limits
+from hetray.core.config import article, config_from_mapping
 from hetray.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ class ParamSpec:
         minimum: smallest allowed number (inclusive); None means unbounded.
         maximum: largest allowed number (inclusive); None means unbounded.
         smoke: value forced by ``--smoke`` (a small size); None keeps the grid's value.
+        limit: a :mod:`hetray.core.limits` name bounding the value too (``--limit`` raises it).
     """
 
     kind: type
@@ -50,15 +53,23 @@ class ParamSpec:
     minimum: float | None = None
     maximum: float | None = None
     smoke: Scalar | None = None
+    limit: str = ""
+
+    def upper_bound(self) -> float | None:
+        """The largest allowed number: ``maximum`` and the ``limit``, whichever is lower."""
+        bounds = [b for b in (self.maximum, limits.limit(self.limit) if self.limit else None)
+                  if b is not None]
+        return min(bounds) if bounds else None
 
     def allowed(self) -> str:
         """Human-readable description of the allowed values."""
         if self.choices:
             return "one of " + ", ".join(repr(c) for c in self.choices)
-        bounds = [f">= {self.minimum:g}" if self.minimum is not None else "",
-                  f"<= {self.maximum:g}" if self.maximum is not None else ""]
+        upper = self.upper_bound()
+        bounds = [f">= {_number(self.minimum)}" if self.minimum is not None else "",
+                  f"<= {_number(upper)}" if upper is not None else ""]
         text = " and ".join(b for b in bounds if b)
-        return f"a {self.kind.__name__}" + (f" {text}" if text else "") + f" ({self.doc})"
+        return article(self.kind.__name__) + (f" {text}" if text else "") + f" ({self.doc})"
 
     def check(self, value: Any, source: str, field: str) -> Scalar:
         """Return ``value`` converted to ``kind``; raise ConfigError if it is not allowed."""
@@ -68,8 +79,11 @@ class ParamSpec:
         if self.choices and converted not in self.choices:
             raise ConfigError(source, field, value, self.allowed())
         if isinstance(converted, int | float) and not isinstance(converted, bool):
+            if not math.isfinite(converted):
+                raise ConfigError(source, field, value, self.allowed())
             too_low = self.minimum is not None and converted < self.minimum
-            too_high = self.maximum is not None and converted > self.maximum
+            upper = self.upper_bound()
+            too_high = upper is not None and converted > upper
             if too_low or too_high:
                 raise ConfigError(source, field, value, self.allowed())
         return converted
@@ -80,6 +94,11 @@ class ParamSpec:
         if self.kind is float and isinstance(value, int | float):
             return float(value)
         return value if isinstance(value, self.kind) else None
+
+
+def _number(value: float) -> str:
+    """``1000000`` as ``1,000,000``; other numbers as ``%g``."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def resolve_config(config: Mapping[str, Any], specs: Mapping[str, ParamSpec],

@@ -24,6 +24,7 @@ import torch
 from torch.nn import functional as F  # noqa: N812
 
 from hetray.comm.link_emulation import ring_allreduce_bytes
+from hetray.core.config import limited
 from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.meta_partition import MetaPartitionPlan, MetaTreeNode, SchemaStats
@@ -47,9 +48,9 @@ class TrainConfig:
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    batch_size: int = 1024
+    batch_size: int = limited("batch_rows", 1024)
     lr: float = 0.01
-    epochs: int = 3
+    epochs: int = limited("steps", 3)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from hetray.core.config import limited
 from hetray.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -51,12 +52,12 @@ class GPTConfig:
         ffn: ``F`` feed-forward width.
     """
 
-    num_layers: int
-    hidden: int
-    heads: int
-    seq_len: int
-    vocab: int
-    ffn: int
+    num_layers: int = limited("layers")
+    hidden: int = limited("feature_dim")
+    heads: int = limited("feature_dim")
+    seq_len: int = limited("sequence_length")
+    vocab: int = limited("feature_dim")
+    ffn: int = limited("feature_dim")
 
     def __post_init__(self) -> None:
         for name in ("num_layers", "hidden", "heads", "seq_len", "vocab", "ffn"):

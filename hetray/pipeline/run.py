@@ -37,6 +37,7 @@ from typing import Protocol
 
 from hetray.accel.detect import CPU_MODEL
 from hetray.cluster.spec import LinkClass, LinkSpec
+from hetray.core.config import limited
 from hetray.core.errors import ConfigError, StageFailedError
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
@@ -133,7 +134,7 @@ class PipelineConfig:
     """
 
     schedule: Schedule = Schedule.VIRTUAL_1F1B
-    num_microbatches: int = 8
+    num_microbatches: int = limited("micro_batches", 8)
     num_chunks: int = 2
     extra_warmup: int = 0
     stages: tuple[StageConfig, ...] = (StageConfig(cluster="site-a"),
@@ -188,7 +189,7 @@ class TrainConfig:
             failure; costs a copy of the weights per step).
     """
 
-    steps: int = 10
+    steps: int = limited("steps", 10)
     seed: int = 0
     optimizer: OptimizerConfig = field(
         default_factory=lambda: OptimizerConfig(kind=OptimizerKind.ADAM, lr=3e-3))

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,6 +51,7 @@ from hetray.cluster.spec import (
     NodeGroup,
 )
 from hetray.core.errors import ConfigError
+from hetray.core.strict_text import read_config_text
 from hetray.core.units import bytes_per_s_to_gbit_per_s
 from hetray.pipeline.run import INTERLEAVED, EmulatedLink, RunConfig, StageConfig
 from hetray.pipeline.schedules import Schedule, virtual_extra_warmup
@@ -60,7 +60,14 @@ from hetray.planner.corrected import plan_record
 from hetray.planner.layout import layout_from_plan
 from hetray.planner.measurements import Measurement
 from hetray.planner.model_spec import DType, ModelSpec
-from hetray.planner.plan import DeviceGroup, Plan, StagePlan, plan_from_json, validate_plan
+from hetray.planner.plan import (
+    DeviceGroup,
+    Plan,
+    StagePlan,
+    plan_from_json,
+    validate_plan,
+    validate_structure,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -126,11 +133,7 @@ def load_plan(path: Path) -> Plan:
     Raises:
         ConfigError: unreadable file or malformed plan (names the file).
     """
-    try:
-        return plan_from_json(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ConfigError(str(path), "plan", type(err).__name__,
-                          "a readable plan.json written by 'hetray plan'") from err
+    return plan_from_json(read_config_text(path), str(path))
 
 
 def plan_stages(plan: Plan, spec: ClusterSpec | None, num_layers: int
@@ -138,14 +141,10 @@ def plan_stages(plan: Plan, spec: ClusterSpec | None, num_layers: int
     """The pipeline stages of ``plan``: placed from the spec when given, else one node each.
 
     Raises:
-        ConfigError: the plan's layers do not cover the model's.
-        InfeasiblePlanError: the plan does not fit the spec.
+        InfeasiblePlanError: the plan does not fit the model (layers, batching) or the spec.
     """
-    covered = plan.stages[-1].layer_end if plan.stages else 0
-    if covered != num_layers:
-        raise ConfigError("plan", "stages[-1].layer_end", covered,
-                          f"{num_layers} (the model's layers)")
     if spec is None:
+        validate_structure(plan, num_layers)
         return tuple(StageConfig(layers=s.num_layers, shares=(plan.microbatch_size // s.dp,)
                                  * s.dp, cluster=s.devices.cluster,
                                  device_model=s.devices.device_model) for s in plan.stages)

@@ -23,9 +23,9 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from hetray.cluster.spec import ClusterSpec, NodeGroup
+from hetray.core.config import config_from_mapping, limited
 from hetray.core.errors import ConfigError, InfeasiblePlanError
 from hetray.core.strict_text import parse_json
 from hetray.pipeline.schedules import Schedule
@@ -50,8 +50,8 @@ class DeviceGroup:
     cluster: str
     node_group: str
     device_model: str
-    first_device: int
-    count: int
+    first_device: int = limited("cluster_devices")
+    count: int = limited("cluster_devices")
 
     def nodes(self, devices_per_node: int) -> range:
         """Node indices (within the node group) the devices sit on."""
@@ -72,10 +72,10 @@ class StagePlan:
     """
 
     devices: DeviceGroup
-    dp: int
-    tp: int
-    layer_start: int
-    layer_end: int
+    dp: int = limited("cluster_devices")
+    tp: int = limited("cluster_devices")
+    layer_start: int = limited("layers")
+    layer_end: int = limited("layers")
 
     @property
     def num_layers(self) -> int:
@@ -97,9 +97,9 @@ class Plan:
     """
 
     stages: tuple[StagePlan, ...]
-    global_batch: int
-    num_microbatches: int
-    num_chunks: int = 1
+    global_batch: int = limited("batch_rows")
+    num_microbatches: int = limited("micro_batches")
+    num_chunks: int = limited("layers", 1)
     schedule: Schedule = Schedule.ONE_F_ONE_B
     recompute: bool = False
 
@@ -140,9 +140,6 @@ def node_group_of(cluster: ClusterSpec, group: DeviceGroup, index: int = -1) -> 
 
 def _check_stage(stage: StagePlan, index: int, node_group: NodeGroup) -> None:
     group, per_node = stage.devices, node_group.devices_per_node
-    if stage.dp < 1 or stage.tp < 1 or stage.dp * stage.tp != group.count:
-        raise InfeasiblePlanError(index, f"dp x tp = {stage.dp} x {stage.tp} must equal the "
-                                  f"{group.count} devices of the stage")
     if per_node % stage.tp:
         raise InfeasiblePlanError(index, f"tp={stage.tp} must divide the {per_node} devices "
                                   "per node (tensor parallelism stays inside a node)")
@@ -176,18 +173,39 @@ def _check_batching(plan: Plan) -> None:
         raise InfeasiblePlanError(-1, f"{plan.schedule.value} takes num_chunks=1, got {v}")
 
 
-def validate_plan(plan: Plan, cluster: ClusterSpec, num_layers: int) -> None:
-    """Check structure: devices exist and do not overlap, tp inside a node, layers, batching.
-
-    Memory is checked by :func:`hetray.planner.cost_model.check_memory`.
+def validate_structure(plan: Plan, num_layers: int) -> None:
+    """Check what needs no cluster spec: stages, ``dp x tp`` per stage, layers, batching.
 
     Raises:
         InfeasiblePlanError: names the stage (-1 for the plan) and the broken rule.
     """
     if not plan.stages:
         raise InfeasiblePlanError(-1, "a plan needs at least one stage")
-    used: set[tuple[str, str, int]] = set()
     expected_start = 0
+    for index, stage in enumerate(plan.stages):
+        if stage.dp < 1 or stage.tp < 1 or stage.dp * stage.tp != stage.devices.count:
+            raise InfeasiblePlanError(index, f"dp x tp = {stage.dp} x {stage.tp} must equal "
+                                      f"the {stage.devices.count} devices of the stage")
+        if stage.layer_start != expected_start or stage.layer_end <= stage.layer_start:
+            raise InfeasiblePlanError(index, f"layers [{stage.layer_start}, {stage.layer_end}) "
+                                      f"must start at {expected_start} and be non-empty")
+        expected_start = stage.layer_end
+    if expected_start != num_layers:
+        raise InfeasiblePlanError(-1, f"stages cover {expected_start} of "
+                                  f"{num_layers} layers of the model")
+    _check_batching(plan)
+
+
+def validate_plan(plan: Plan, cluster: ClusterSpec, num_layers: int) -> None:
+    """:func:`validate_structure`, then: devices exist and do not overlap, tp inside a node.
+
+    Memory is checked by :func:`hetray.planner.cost_model.check_memory`.
+
+    Raises:
+        InfeasiblePlanError: names the stage (-1 for the plan) and the broken rule.
+    """
+    validate_structure(plan, num_layers)
+    used: set[tuple[str, str, int]] = set()
     for index, stage in enumerate(plan.stages):
         _check_stage(stage, index, node_group_of(cluster, stage.devices, index))
         group = stage.devices
@@ -196,13 +214,6 @@ def validate_plan(plan: Plan, cluster: ClusterSpec, num_layers: int) -> None:
         if used & devices:
             raise InfeasiblePlanError(index, "its devices overlap an earlier stage's")
         used |= devices
-        if stage.layer_start != expected_start or stage.layer_end <= stage.layer_start:
-            raise InfeasiblePlanError(index, f"layers [{stage.layer_start}, {stage.layer_end}) "
-                                      f"must start at {expected_start} and be non-empty")
-        expected_start = stage.layer_end
-    if expected_start != num_layers:
-        raise InfeasiblePlanError(-1, f"stages cover {expected_start} of {num_layers} layers")
-    _check_batching(plan)
 
 
 def plan_to_json(plan: Plan) -> str:
@@ -212,35 +223,19 @@ def plan_to_json(plan: Plan) -> str:
     return json.dumps({"schema_version": SCHEMA_VERSION, **data}, indent=2)
 
 
-def _stage_from(data: Any, path: str) -> StagePlan:
-    if not isinstance(data, Mapping) or not isinstance(data.get("devices"), Mapping):
-        raise ConfigError("plan.json", path, data, "a stage mapping with a 'devices' mapping")
-    try:
-        return StagePlan(**{**data, "devices": DeviceGroup(**data["devices"])})
-    except TypeError as err:
-        raise ConfigError("plan.json", path, dict(data), f"stage fields ({err})") from err
+def plan_from_json(text: str, source: str = "plan.json") -> Plan:
+    """Parse a plan written by :func:`plan_to_json`, every field type- and limit-checked.
 
-
-def plan_from_json(text: str) -> Plan:
-    """Parse a plan written by :func:`plan_to_json`.
+    Args:
+        text: the JSON.
+        source: the file it came from, for errors.
 
     Raises:
-        ConfigError: wrong ``schema_version`` or malformed fields.
+        ConfigError: not JSON, wrong ``schema_version``, or a missing, unknown or bad field.
     """
-    data = parse_json(text, "plan.json")
+    data = parse_json(text, source)
     if not isinstance(data, Mapping) or data.get("schema_version") != SCHEMA_VERSION:
         version = data.get("schema_version") if isinstance(data, Mapping) else data
-        raise ConfigError("plan.json", "schema_version", version, str(SCHEMA_VERSION))
-    stages = data.get("stages")
-    if not isinstance(stages, list):
-        raise ConfigError("plan.json", "stages", stages, "a list of stages")
-    try:
-        schedule = Schedule(data.get("schedule"))
-    except ValueError as err:
-        raise ConfigError("plan.json", "schedule", data.get("schedule"),
-                          str([s.value for s in Schedule])) from err
-    return Plan(stages=tuple(_stage_from(s, f"stages[{i}]") for i, s in enumerate(stages)),
-                global_batch=data.get("global_batch"),
-                num_microbatches=data.get("num_microbatches"),
-                num_chunks=data.get("num_chunks", 1), schedule=schedule,
-                recompute=bool(data.get("recompute", False)))
+        raise ConfigError(source, "schema_version", version, str(SCHEMA_VERSION))
+    fields = {key: value for key, value in data.items() if key != "schema_version"}
+    return config_from_mapping(Plan, fields, source)

@@ -34,6 +34,7 @@ from typing import Protocol
 
 from hetray.cluster.loader import load_cluster_spec
 from hetray.cluster.spec import ClusterSpec
+from hetray.core.config import limited
 from hetray.core.errors import ConfigError
 from hetray.core.group import DEFAULT_CALL_TIMEOUT_S, SHUTDOWN_PATIENCE_S, ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
@@ -115,10 +116,10 @@ class RunConfig:
 
     cluster: str = "two-cluster-16"
     model: str = "gpt-1.3b"
-    global_batch: int = 64
+    global_batch: int = limited("batch_rows", 64)
     budget_s: float = 30.0
-    budget_evals: int = 100_000
-    max_stages: int = 8
+    budget_evals: int = limited("steps", 100_000)
+    max_stages: int = limited("layers", 8)
     measurements: Path | None = None
     workers: int = 0
     seed: int = 0

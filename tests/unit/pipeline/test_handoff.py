@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hetray.cluster.spec import LinkClass
-from hetray.core.errors import ConfigError
+from hetray.core.errors import InfeasiblePlanError
 from hetray.pipeline.run import RunConfig, TrainConfig
 from hetray.pipeline.schedules import Schedule
 from hetray.planner.handoff import (
@@ -44,6 +44,6 @@ def test_without_a_spec_every_stage_gets_a_node_and_no_link_is_emulated():
     assert (config.pipeline.num_chunks, config.pipeline.links) == (1, ())
     assert [s.nodes for s in config.pipeline.stages] == [(), ()]
     assert model_spec(config).num_layers == base.model.num_layers
-    with pytest.raises(ConfigError, match="the model's layers"):
+    with pytest.raises(InfeasiblePlanError, match="layers of the model"):
         pipeline_config(default_plan(local_spec(), 6, schedule=Schedule.GPIPE,
                                      num_microbatches=2, microbatch_size=1), None, base)

@@ -40,7 +40,7 @@ def test_plan_bad_field_gives_one_clear_error(tmp_path):
 def test_plan_model_that_fits_nowhere_names_stage_and_shortfall():
     result = CliRunner().invoke(cli, ["plan", "--cluster", SPEC, "--model", "llama2-70b",
                                       "--global-batch", "64", "--budget-s", "3"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # the model and cluster given cannot work together
     assert "fits no plan" in result.output
     assert "short by" in result.output
     assert "V100" in result.output
