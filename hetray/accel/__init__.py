@@ -1,7 +1,13 @@
-"""Unified accelerator API: device specs, local detection, a device handle, Ray resources."""
+"""Unified accelerator API: device specs, local detection, a device handle, Ray resources.
+
+Importing it does not import torch: :mod:`hetray.accel.device` (the torch device handle) is
+loaded the first time ``Device``, ``MemoryStats`` or ``Timing`` is used.
+"""
+
+from importlib import import_module
+from typing import Any
 
 from hetray.accel.detect import LocalDevice, detect_local_devices, match_model, measure_cpu_spec
-from hetray.accel.device import Device, MemoryStats, Timing
 from hetray.accel.resources import (
     accel_counts,
     actor_options,
@@ -30,3 +36,12 @@ __all__ = [
     "node_resources",
     "resource_name",
 ]
+
+_DEVICE_NAMES = frozenset({"Device", "MemoryStats", "Timing"})
+
+
+def __getattr__(name: str) -> Any:
+    """``Device``, ``MemoryStats`` and ``Timing`` from :mod:`hetray.accel.device`, on first use."""
+    if name in _DEVICE_NAMES:
+        return getattr(import_module("hetray.accel.device"), name)
+    raise AttributeError(f"module 'hetray.accel' has no attribute {name!r}")

@@ -19,11 +19,13 @@ import re
 import time
 import warnings
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from hetray.accel.specs import REGISTRY, AcceleratorSpec, Vendor
 from hetray.core.errors import UnknownDeviceWarning
+
+if TYPE_CHECKING:  # torch is imported where devices are measured, not on import
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +95,8 @@ def _time_op(fn: object, repeats: int) -> float:
 
 
 def _matmul_flops(dtype: torch.dtype, size: int, device: str = "cpu") -> float:
+    import torch
+
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
 
@@ -105,6 +109,8 @@ def _matmul_flops(dtype: torch.dtype, size: int, device: str = "cpu") -> float:
 
 
 def _copy_bandwidth(num_bytes: int, device: str = "cpu") -> float:
+    import torch
+
     src = torch.empty(num_bytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
 
@@ -127,6 +133,8 @@ def measure_cpu_spec() -> AcceleratorSpec:
     torch 2.2 has no fast fp16 matmul on CPUs, so fp16 is reported at the fp32 rate (mixed
     precision on a CPU computes in fp32).
     """
+    import torch
+
     fp32 = _matmul_flops(torch.float32, 512)
     bf16 = _matmul_flops(torch.bfloat16, 256)
     bandwidth = _copy_bandwidth(64 << 20)
@@ -145,6 +153,8 @@ def measure_cpu_spec() -> AcceleratorSpec:
 
 
 def _measure_unknown_cuda(index: int, name: str, memory_gib: float) -> AcceleratorSpec:
+    import torch
+
     device = f"cuda:{index}"
     warnings.warn(
         f"accelerator {name!r} (cuda:{index}) is not in hetray's registry; using measured "
@@ -170,6 +180,8 @@ def _measure_unknown_cuda(index: int, name: str, memory_gib: float) -> Accelerat
 
 def cuda_device(index: int) -> LocalDevice:
     """Describe CUDA/ROCm device ``index``, from the registry or measured."""
+    import torch
+
     props = torch.cuda.get_device_properties(index)
     memory_gib = props.total_memory / float(1 << 30)
     model = match_model(props.name, memory_gib)
@@ -194,6 +206,8 @@ def detect_local_devices(include_cpu: bool = False) -> list[LocalDevice]:
     Returns:
         Accelerators in ordinal order, then the CPU (if included).
     """
+    import torch
+
     devices = [cuda_device(i) for i in range(torch.cuda.device_count())]
     if include_cpu or not devices:
         devices.append(cpu_device())

@@ -24,7 +24,6 @@ from hetray.cli.common import (
 )
 from hetray.planner.measurements import save_measurements
 from hetray.planner.plan import plan_to_json
-from hetray.planner.profile import ProfileConfig, run_profile
 from hetray.planner.report import RunReport, baselines_table, plan_table, pruned_table
 from hetray.planner.rf_model import ResidualForest, fit_with_holdout, save_forest
 from hetray.planner.run import Backend, LocalBackend, RunConfig, run
@@ -139,6 +138,8 @@ Examples:
 def profile_command(out: Path, micro_batches: str, seq_lens: str, hidden_sizes: str,
                     repeats: int, forest_out: Path | None) -> None:
     """Time transformer layers (fwd+bwd) on this host over a grid; report RF vs analytical."""
+    from hetray.planner.profile import ProfileConfig, run_profile  # torch: only to measure
+
     config = ProfileConfig(microbatch_sizes=_ints(micro_batches), seq_lens=_ints(seq_lens),
                            hidden_sizes=_ints(hidden_sizes), repeats=repeats)
     records = run_profile(config)

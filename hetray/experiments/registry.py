@@ -2,13 +2,14 @@
 
 :func:`experiment_spec` imports only the experiment asked for (a Tune trial then loads only
 what it runs: the planner never loads DGL); ``EXPERIMENTS`` (all of them, for grids and
-reports) imports every experiment on first use.
+reports) is a mapping that imports each experiment when it is first looked up, so a grid
+file is parsed and checked before anything but its own experiment is imported.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from importlib import import_module
-from typing import Any
 
 from hetray.core.errors import ConfigError
 from hetray.experiments.spec import ExperimentSpec
@@ -29,8 +30,20 @@ def experiment_spec(name: str) -> ExperimentSpec:
     return spec
 
 
-def __getattr__(name: str) -> Any:
-    """``EXPERIMENTS``: every spec by name (imports every experiment)."""
-    if name == "EXPERIMENTS":
-        return {n: experiment_spec(n) for n in EXPERIMENT_NAMES}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class _Experiments(Mapping[str, ExperimentSpec]):
+    """Every experiment by name; a spec is imported when it is looked up."""
+
+    def __getitem__(self, name: str) -> ExperimentSpec:
+        if name not in EXPERIMENT_NAMES:
+            raise KeyError(name)
+        return experiment_spec(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(EXPERIMENT_NAMES)
+
+    def __len__(self) -> int:
+        return len(EXPERIMENT_NAMES)
+
+
+#: Every experiment's spec by name (:func:`experiment_spec` on lookup).
+EXPERIMENTS: Mapping[str, ExperimentSpec] = _Experiments()

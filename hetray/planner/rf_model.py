@@ -21,13 +21,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.ensemble import RandomForestRegressor
-from skops import io as skops_io
 
 from hetray.core.errors import ProfileDataError
 from hetray.planner.measurements import Measurement
+
+if TYPE_CHECKING:  # sklearn (which imports torch) loads when a forest is fitted or read
+    from sklearn.ensemble import RandomForestRegressor
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +106,8 @@ class ResidualForest:
         if len(records) < 2:
             raise ProfileDataError("training data", f"need >= 2 measurements, got {len(records)}")
         target = [math.log(r.measured_s / r.analytical_s) for r in records]
+        from sklearn.ensemble import RandomForestRegressor
+
         forest = RandomForestRegressor(n_estimators=config.num_trees,
                                        min_samples_leaf=config.min_samples_leaf,
                                        random_state=config.seed, n_jobs=1)
@@ -124,6 +128,8 @@ class ResidualForest:
 
 def save_forest(forest: ResidualForest, path: str | Path) -> None:
     """Write the forest with skops."""
+    from skops import io as skops_io
+
     skops_io.dump(forest.forest, str(path))
 
 
@@ -133,6 +139,8 @@ def load_forest(path: str | Path) -> ResidualForest:
     Raises:
         ProfileDataError: missing file or untrusted types inside.
     """
+    from skops import io as skops_io
+
     path = Path(path)
     if not path.is_file():
         raise ProfileDataError(str(path), "no such forest file")
