@@ -56,14 +56,14 @@ from hetray.actors.pipeline import RayBackend
 from hetray import runtime
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.config import with_overrides
-from hetray.models.gpt import GPTConfig
+from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.data import synthetic_batch
 from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.report import StepReport
 from hetray.pipeline.run import ResourceConfig, RunConfig, TrainConfig, start
 from hetray.pipeline.schedules import OpKind, Schedule, build_streams, virtual_extra_warmup
 from hetray.pipeline.simulator import PipelineTimings, Transfer, simulate_streams
-from hetray.pipeline.training import OptimizerConfig
 from hetray.planner.handoff import FAST_LINK, local_spec, pipeline_config, step_records
 from hetray.planner.measurements import Measurement, save_measurements
 from hetray.planner.plan import DeviceGroup, Plan, StagePlan

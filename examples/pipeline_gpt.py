@@ -22,7 +22,7 @@ from pathlib import Path
 from hetray.actors.pipeline import RayBackend
 
 from hetray import runtime
-from hetray.models.gpt import GPT_PRESETS, gpt_preset
+from hetray.models.gpt_config import GPT_PRESETS, gpt_preset
 from hetray.pipeline.report import StepReport
 from hetray.pipeline.run import RunConfig, TrainConfig, run
 from hetray.pipeline.schedules import Schedule

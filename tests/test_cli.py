@@ -75,6 +75,16 @@ def test_help_imports_no_heavy_module():
     assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.parametrize("module", ["hetray.cli.planner", "hetray.cli.pipeline", "hetray.cli.tune"])
+def test_commands_that_read_config_files_import_no_torch(module):
+    """A bad spec, plan, grid or measurements file is refused before torch (400 MB) loads."""
+    code = (f"import sys, {module}\n"
+            "print(sorted(m for m in ('torch', 'ray', 'dgl', 'sklearn') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=True)
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_usage_errors_exit_2():
     runner = CliRunner()
     assert runner.invoke(cli, ["no-such-command"]).exit_code == 2

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from hetray.cli.main import cli
 from hetray.core.config import config_to_yaml, load_config
-from hetray.models.gpt import gpt_preset
+from hetray.models.gpt_config import gpt_preset
 from hetray.pipeline.run import RunConfig, TrainConfig
 from hetray.pipeline.schedules import Schedule
 from hetray.planner.handoff import default_plan, local_spec, pipeline_config
@@ -76,7 +76,8 @@ def test_plan_with_the_wrong_layer_count_exits_2(tmp_path):
     result = CliRunner().invoke(cli, ["train", "pipeline", "--plan", str(path), "--model",
                                       "gpt-tiny"])
     assert result.exit_code == 2, result.output
-    assert f"{gpt_preset('gpt-tiny').num_layers} (the model's layers)" in result.output
+    layers = gpt_preset("gpt-tiny").num_layers
+    assert f"{path}: infeasible plan: stages cover 6 of {layers} layers" in result.output
 
 
 def test_tiny_run_reports_loss_throughput_busy_and_writes_measurements(ray_shared, tmp_path):

@@ -21,7 +21,7 @@ from hetray.cli.common import (
     resolve_run_config,
 )
 from hetray.core.errors import InfeasiblePlanError
-from hetray.models.gpt import GPT_PRESETS, gpt_preset
+from hetray.models.gpt_config import GPT_PRESETS, gpt_preset
 from hetray.pipeline.report import RunReport, StepReport
 from hetray.pipeline.run import DEFAULT_MODEL, RunConfig, TrainConfig, run
 from hetray.pipeline.schedules import Schedule

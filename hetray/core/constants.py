@@ -13,6 +13,10 @@ DEFAULT_CONNECT_TIMEOUT_S = 15.0
 PLACEMENT_TIMEOUT_ENV = "HETRAY_PLACEMENT_TIMEOUT_S"
 DEFAULT_PLACEMENT_TIMEOUT_S = 60.0
 
+#: Seconds a pipeline stage's transport waits for a message before raising
+#: PipelineRecvTimeoutError (a config field, ``resources.recv_timeout_s``, overrides it).
+DEFAULT_RECV_TIMEOUT_S = 120.0
+
 
 def env_seconds(name: str, default: float) -> float:
     """Read a positive float of seconds from the environment, falling back to ``default``.

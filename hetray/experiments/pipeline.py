@@ -42,9 +42,10 @@ from typing import Any
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
-from hetray.models.gpt import GPTConfig
+from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.data import token_sequences
 from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.report import StepReport
 from hetray.pipeline.run import (
     INTERLEAVED,
@@ -63,7 +64,6 @@ from hetray.pipeline.schedules import (
     matching_recv,
     virtual_extra_warmup,
 )
-from hetray.pipeline.training import OptimizerConfig
 
 logger = logging.getLogger(__name__)
 

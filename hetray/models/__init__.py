@@ -1,23 +1,6 @@
-"""Models hetray trains with pipeline parallelism, written so they split into stage chunks."""
+"""Models hetray trains with pipeline parallelism, written so they split into stage chunks.
 
-from hetray.models.gpt import (
-    GPT,
-    GPT_PRESETS,
-    GPTChunk,
-    GPTConfig,
-    build_gpt,
-    gpt_preset,
-    split_chunks,
-    token_loss_sum,
-)
-
-__all__ = [
-    "GPT",
-    "GPT_PRESETS",
-    "GPTChunk",
-    "GPTConfig",
-    "build_gpt",
-    "gpt_preset",
-    "split_chunks",
-    "token_loss_sum",
-]
+:mod:`hetray.models.gpt_config` holds the GPT shapes and presets (no torch);
+:mod:`hetray.models.gpt` builds the torch model and its chunks. Importing this package loads
+neither.
+"""

@@ -14,7 +14,8 @@ the head. The chunks are sliced from the full model built from the same seed, so
 them one after another gives exactly the unsplit model.
 
 Example:
-    >>> config = GPT_PRESETS["gpt-tiny"]
+    >>> from hetray.models.gpt_config import gpt_preset
+    >>> config = gpt_preset("gpt-tiny")
     >>> tokens = torch.randint(0, config.vocab, (2, config.seq_len))
     >>> full = build_gpt(config, seed=0)
     >>> chunks = split_chunks(config, [(0, 1), (1, config.num_layers)], seed=0)
@@ -28,63 +29,14 @@ import copy
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from hetray.core.config import limited
 from hetray.core.errors import ConfigError
+from hetray.models.gpt_config import GPTConfig
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GPTConfig:
-    """Shape of a GPT-style decoder.
-
-    Attributes:
-        num_layers: ``L`` transformer blocks.
-        hidden: ``D`` model width; a multiple of ``heads``.
-        heads: ``H`` attention heads.
-        seq_len: ``S`` tokens per sequence (positions learned up to it).
-        vocab: ``V`` token ids.
-        ffn: ``F`` feed-forward width.
-    """
-
-    num_layers: int = limited("layers")
-    hidden: int = limited("feature_dim")
-    heads: int = limited("feature_dim")
-    seq_len: int = limited("sequence_length")
-    vocab: int = limited("feature_dim")
-    ffn: int = limited("feature_dim")
-
-    def __post_init__(self) -> None:
-        for name in ("num_layers", "hidden", "heads", "seq_len", "vocab", "ffn"):
-            if getattr(self, name) < 1:
-                raise ConfigError("GPTConfig", name, getattr(self, name), ">= 1")
-        if self.hidden % self.heads:
-            raise ConfigError("GPTConfig", "hidden", self.hidden,
-                              f"a multiple of heads={self.heads}")
-
-
-#: Named model sizes: ``gpt-tiny`` for tests and demos, ``gpt-small`` for benchmarks.
-GPT_PRESETS: dict[str, GPTConfig] = {
-    "gpt-tiny": GPTConfig(num_layers=4, hidden=64, heads=4, seq_len=32, vocab=256, ffn=256),
-    "gpt-small": GPTConfig(num_layers=8, hidden=256, heads=8, seq_len=128, vocab=2048,
-                           ffn=1024),
-}
-
-
-def gpt_preset(name: str) -> GPTConfig:
-    """The preset called ``name``.
-
-    Raises:
-        ConfigError: unknown name (lists the valid ones).
-    """
-    if name not in GPT_PRESETS:
-        raise ConfigError("gpt_preset", "name", name, str(sorted(GPT_PRESETS)))
-    return GPT_PRESETS[name]
 
 
 class CausalSelfAttention(nn.Module):

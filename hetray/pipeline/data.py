@@ -17,7 +17,7 @@ import logging
 
 import torch
 
-from hetray.models.gpt import GPTConfig
+from hetray.models.gpt_config import GPTConfig
 
 logger = logging.getLogger(__name__)
 

@@ -37,9 +37,10 @@ from hetray.cluster.spec import LinkClass
 from hetray.core.errors import ConfigError
 from hetray.models.gpt import GPTChunk, token_loss_sum
 from hetray.pipeline.layout import PipelineLayout
+from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.reshard import Endpoint, is_slow, route
 from hetray.pipeline.schedules import Op, OpKind
-from hetray.pipeline.training import GradReducer, OptimizerConfig, ReplicaBatch
+from hetray.pipeline.training import GradReducer, ReplicaBatch
 from hetray.pipeline.transport import Forward, MessageKey, MessageKind, SlotKey, Transport
 
 logger = logging.getLogger(__name__)

@@ -8,11 +8,11 @@ resharding, emulated links, in this process or on Ray) must match its loss, grad
 parameters to fp32 rounding.
 
 Example:
-    >>> from hetray.models.gpt import GPTConfig
+    >>> from hetray.models.gpt_config import GPTConfig
     >>> from hetray.pipeline.run import (PipelineConfig, RunConfig, StageConfig, TrainConfig,
     ...                                  start)
     >>> from hetray.pipeline.schedules import Schedule
-    >>> from hetray.pipeline.training import OptimizerConfig
+    >>> from hetray.pipeline.optim import OptimizerConfig
     >>> config = RunConfig(
     ...     model=GPTConfig(num_layers=2, hidden=16, heads=2, seq_len=8, vocab=32, ffn=32),
     ...     pipeline=PipelineConfig(schedule=Schedule.ONE_F_ONE_B, num_microbatches=2,
@@ -34,8 +34,9 @@ from dataclasses import dataclass
 
 import torch
 
-from hetray.models.gpt import GPTConfig, build_gpt, token_loss_sum
-from hetray.pipeline.training import OptimizerConfig
+from hetray.models.gpt import build_gpt, token_loss_sum
+from hetray.models.gpt_config import GPTConfig
+from hetray.pipeline.optim import OptimizerConfig
 
 logger = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from hetray.cluster.spec import LinkClass
 from hetray.core.config import config_to_dict
-from hetray.pipeline.executor import OpTiming, WorkerStepStats
 from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.schedules import Schedule
 
 if TYPE_CHECKING:
+    from hetray.pipeline.executor import OpTiming, WorkerStepStats
     from hetray.pipeline.run import RunConfig
 
 logger = logging.getLogger(__name__)

@@ -33,23 +33,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hetray.accel.detect import CPU_MODEL
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.config import limited
+from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
 from hetray.core.errors import ConfigError, StageFailedError
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
-from hetray.models.gpt import GPT_PRESETS, GPTConfig
-from hetray.pipeline.data import synthetic_batch
-from hetray.pipeline.driver import PipelineDriver
+from hetray.models.gpt_config import GPT_PRESETS, GPTConfig
 from hetray.pipeline.layout import Location, PipelineLayout, StageLayout, chunk_layer_ranges
+from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
 from hetray.pipeline.report import RunReport, StepReport
 from hetray.pipeline.schedules import Schedule, build_streams
-from hetray.pipeline.stage import PipelineStage, StageGroupSpec
-from hetray.pipeline.training import BarrierSumReducer, OptimizerConfig, OptimizerKind
-from hetray.pipeline.transport import DEFAULT_RECV_TIMEOUT_S, InProcessNetwork
+
+if TYPE_CHECKING:  # torch-backed; imported where a run starts, so configs load without torch
+    from hetray.pipeline.driver import PipelineDriver
+    from hetray.pipeline.stage import PipelineStage, StageGroupSpec
+    from hetray.pipeline.training import BarrierSumReducer
+    from hetray.pipeline.transport import InProcessNetwork
 
 logger = logging.getLogger(__name__)
 
@@ -255,6 +258,8 @@ class RunConfig:
 
     def group_spec(self) -> StageGroupSpec:
         """What a :class:`Backend` starts for this run."""
+        from hetray.pipeline.stage import StageGroupSpec
+
         res = self.resources
         return StageGroupSpec(
             model=self.model, layout=self.layout(),
@@ -292,6 +297,8 @@ class LocalBackend:
 
     def stages(self, spec: StageGroupSpec) -> LocalActorGroup[PipelineStage]:
         """Start the replicas of ``spec`` in this process."""
+        from hetray.pipeline.stage import PipelineStage
+
         return LocalActorGroup(PipelineStage, _LocalWiring(spec),
                                num_workers=len(spec.layout.endpoints()),
                                on_failure=stage_failure(spec))
@@ -311,6 +318,9 @@ class _LocalWiring:
         self._reducers: list[BarrierSumReducer | None] = []
 
     def __call__(self, index: int, generation: int) -> WorkerInit:
+        from hetray.pipeline.training import BarrierSumReducer
+        from hetray.pipeline.transport import InProcessNetwork
+
         spec = self.spec
         if self._network is None or generation != self._generation:
             if self._network is not None:
@@ -327,6 +337,8 @@ class _LocalWiring:
 
 def start(config: RunConfig, backend: Backend | None = None) -> PipelineDriver:
     """A driver over the stage group ``backend`` starts for ``config`` (None: local)."""
+    from hetray.pipeline.driver import PipelineDriver
+
     spec = config.group_spec()
     group = (backend or LocalBackend()).stages(spec)
     return PipelineDriver(group, spec, schedule=config.pipeline.schedule,
@@ -347,6 +359,8 @@ def run(config: RunConfig, backend: Backend | None = None,
         StageFailedError: a stage failed twice in a row (the driver recovers once per
             failed step from the last snapshot).
     """
+    from hetray.pipeline.data import synthetic_batch
+
     seed = config.train.seed
     batches = (synthetic_batch(config.model, config.global_batch, step, seed)
                for step in range(config.train.steps))

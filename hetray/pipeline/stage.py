@@ -36,14 +36,17 @@ import torch
 
 from hetray.accel.device import Device
 from hetray.cluster.spec import LinkClass, LinkSpec
+from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
 from hetray.core.errors import ConfigError
-from hetray.models.gpt import GPTConfig, split_chunks
+from hetray.models.gpt import split_chunks
+from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.executor import StageWorker, WorkerStepStats
 from hetray.pipeline.layout import PipelineLayout
+from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.schedules import Op
-from hetray.pipeline.training import GradReducer, OptimizerConfig, ReplicaBatch
-from hetray.pipeline.transport import DEFAULT_RECV_TIMEOUT_S, MailboxTransport
+from hetray.pipeline.training import GradReducer, ReplicaBatch
+from hetray.pipeline.transport import MailboxTransport
 
 logger = logging.getLogger(__name__)
 

@@ -48,13 +48,12 @@ import torch
 
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.comm.link_emulation import LinkEmulator
+from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
 from hetray.core.errors import ConfigError, PipelineRecvTimeoutError
 from hetray.pipeline.reshard import Endpoint
 
 logger = logging.getLogger(__name__)
 
-#: Seconds :meth:`Transport.recv` waits before raising PipelineRecvTimeoutError.
-DEFAULT_RECV_TIMEOUT_S = 120.0
 
 #: Decides the link class between two replicas (a layout's ``link_class``).
 LinkOf = Callable[[Endpoint, Endpoint], LinkClass]

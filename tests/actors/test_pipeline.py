@@ -17,7 +17,8 @@ from hetray.actors.pipeline import RayBackend
 
 from hetray.cluster.spec import LinkClass
 from hetray.core.errors import StageFailedError
-from hetray.models.gpt import GPTConfig
+from hetray.models.gpt_config import GPTConfig
+from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
 from hetray.pipeline.reference import ReferenceTrainer
 from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.run import (
@@ -30,7 +31,6 @@ from hetray.pipeline.run import (
     start,
 )
 from hetray.pipeline.schedules import Schedule
-from hetray.pipeline.training import OptimizerConfig, OptimizerKind
 
 CONFIG = GPTConfig(num_layers=4, hidden=32, heads=2, seq_len=16, vocab=64, ffn=64)
 SGD = OptimizerConfig(kind=OptimizerKind.SGD, lr=0.5, momentum=0.9)

@@ -9,7 +9,7 @@ import torch
 from hetray.actors.pipeline import RayBackend
 
 from hetray.core.errors import InfeasiblePlanError
-from hetray.models.gpt import GPTConfig
+from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.run import (
     PipelineConfig,
     ResourceConfig,

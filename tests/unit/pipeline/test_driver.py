@@ -13,9 +13,10 @@ import torch
 from hetray.cluster.spec import LinkClass
 from hetray.core.config import config_to_yaml, load_config
 from hetray.core.errors import ConfigError, StageFailedError
-from hetray.models.gpt import GPTConfig
+from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.data import synthetic_batch
 from hetray.pipeline.driver import DriverState
+from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
 from hetray.pipeline.reference import ReferenceTrainer
 from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.run import (
@@ -29,7 +30,6 @@ from hetray.pipeline.run import (
     start,
 )
 from hetray.pipeline.schedules import Schedule
-from hetray.pipeline.training import OptimizerConfig, OptimizerKind
 
 MODEL = GPTConfig(num_layers=4, hidden=32, heads=2, seq_len=16, vocab=64, ffn=64)
 SGD = OptimizerConfig(kind=OptimizerKind.SGD, lr=0.5, momentum=0.9)

@@ -14,8 +14,9 @@ import torch
 
 from hetray.cluster.spec import LinkClass
 from hetray.core.errors import StageFailedError
-from hetray.models.gpt import GPTConfig
+from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
 from hetray.pipeline.reference import ReferenceTrainer, single_process_step
 from hetray.pipeline.run import (
     EmulatedLink,
@@ -28,7 +29,6 @@ from hetray.pipeline.run import (
 )
 from hetray.pipeline.schedules import Schedule
 from hetray.pipeline.stage import PipelineStage
-from hetray.pipeline.training import OptimizerConfig, OptimizerKind
 
 CONFIG = GPTConfig(num_layers=4, hidden=32, heads=2, seq_len=16, vocab=64, ffn=64)
 SGD = OptimizerConfig(kind=OptimizerKind.SGD, lr=0.5, momentum=0.9)

@@ -6,14 +6,8 @@ import pytest
 import torch
 
 from hetray.core.errors import ConfigError
-from hetray.models.gpt import (
-    GPT_PRESETS,
-    GPTConfig,
-    build_gpt,
-    gpt_preset,
-    split_chunks,
-    token_loss_sum,
-)
+from hetray.models.gpt import build_gpt, split_chunks, token_loss_sum
+from hetray.models.gpt_config import GPT_PRESETS, GPTConfig, gpt_preset
 
 CONFIG = GPTConfig(num_layers=4, hidden=32, heads=2, seq_len=16, vocab=64, ffn=64)
 
