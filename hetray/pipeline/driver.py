@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from hetray.cluster.spec import LinkClass, LinkSpec
-from hetray.core.errors import HetrayError
+from hetray.core.errors import HetrayError, StageFailedError
 from hetray.core.group import ActorGroup
 from hetray.pipeline.report import StepReport, summarize
 from hetray.pipeline.schedules import Schedule, build_streams
@@ -115,13 +115,33 @@ class PipelineDriver:
 
     def run(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
             progress: Callable[[StepReport], None] | None = None) -> list[StepReport]:
-        """One :meth:`step` per ``(tokens, targets)`` batch; ``progress`` sees each report."""
+        """One :meth:`step` per ``(tokens, targets)`` batch; ``progress`` sees each report.
+
+        A step that fails is run once more after :meth:`recover` (fresh replicas, the last
+        snapshot restored), so a replica that dies loses no completed step: the result equals
+        an uninterrupted run's. Without ``keep_state`` there is no snapshot to resume from,
+        and the failure is raised.
+
+        Raises:
+            StageFailedError: a step failed twice in a row, or once without ``keep_state``.
+        """
         reports = []
         for tokens, targets in batches:
-            reports.append(self.step(tokens, targets))
+            reports.append(self._step_once_more_on_failure(tokens, targets))
             if progress is not None:
                 progress(reports[-1])
         return reports
+
+    def _step_once_more_on_failure(self, tokens: torch.Tensor, targets: torch.Tensor
+                                   ) -> StepReport:
+        try:
+            return self.step(tokens, targets)
+        except StageFailedError as err:
+            if not self.keep_state:
+                raise
+            logger.warning("step %d failed (%s); recovering and running it again",
+                           self.step_index, err)
+            return self.step(tokens, targets)
 
     def recover(self) -> None:
         """Replace every replica and restore the last snapshot (or the initial weights).

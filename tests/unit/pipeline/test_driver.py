@@ -18,6 +18,7 @@ from hetray.pipeline.data import synthetic_batch
 from hetray.pipeline.driver import DriverState
 from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
 from hetray.pipeline.reference import ReferenceTrainer
+from hetray.pipeline.report import StepReport
 from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.run import (
     EmulatedLink,
@@ -89,6 +90,22 @@ def test_a_dead_replica_fails_the_step_and_the_next_step_resumes_exactly():
         for replica in (0, 1):
             _assert_same(driver.named_gradients(replica), expected.grads)
         _assert_same(driver.named_parameters(), dict(reference.model.named_parameters()))
+
+
+def test_run_redoes_a_step_a_dead_replica_failed_and_equals_an_uninterrupted_run():
+    config = _config(steps=3)
+    batches = [synthetic_batch(MODEL, config.global_batch, step, seed=3) for step in range(3)]
+    with start(config) as driver:
+        uninterrupted = [r.loss for r in driver.run(batches)]
+    with start(config) as driver:
+        victim = driver.endpoints.index(Endpoint(1, 0))
+        def kill_after_first(step: StepReport) -> None:
+            if step.step == 0:
+                driver.group.kill(victim)
+        interrupted = driver.run(batches, kill_after_first)
+        assert driver.generation == 1
+    assert [r.step for r in interrupted] == [0, 1, 2]
+    assert [r.loss for r in interrupted] == pytest.approx(uninterrupted, abs=1e-6)
 
 
 def test_links_can_be_switched_between_steps_and_are_charged():
