@@ -5,9 +5,9 @@ This is the only module of the core that imports ``ray``.
 ==========================  ===========================================================
 ``address``                 what :func:`connect` does
 ==========================  ===========================================================
-``None``                    start an embedded local Ray (dashboard on 127.0.0.1, quiet
-                            logs, every CPU of the machine, ``accel:*`` resources for
-                            the devices it detects)
+``None``                    start an embedded local Ray (every port on 127.0.0.1, token
+                            auth on, quiet logs, every CPU of the machine, ``accel:*``
+                            resources for the devices it detects)
 ``"auto"``                  join the cluster named by ``RAY_ADDRESS`` or started on this
                             machine with ``ray start``
 ``"host:port"``             join the cluster whose GCS listens there
@@ -18,13 +18,16 @@ Before handing an address to Ray, :func:`connect` checks that something accepts 
 connections there, so an unreachable address fails within ``timeout_s`` with a
 :class:`~hetray.core.errors.RayConnectionError` naming it instead of hanging.
 
-Token authentication (on by default in Ray 2.60) is Ray's: export ``RAY_AUTH_MODE=token``
-and ``RAY_AUTH_TOKEN_PATH`` (or ``RAY_AUTH_TOKEN``) before connecting to a cluster that
-uses it.
+The embedded Ray is private to this machine and user: every one of its processes listens on
+127.0.0.1 only (other processes join it at ``127.0.0.1:PORT``), and token authentication is
+on (:func:`prepare_local_auth` says exactly what it sets and creates). To join a cluster that
+uses token auth, export ``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH`` (or
+``RAY_AUTH_TOKEN``) before connecting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import logging
@@ -33,15 +36,18 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import ray
+import ray._private.ray_constants as ray_constants
 
 from hetray.accel.detect import detect_local_devices
 from hetray.accel.resources import node_resources
 from hetray.cluster.from_ray import NodeResources
+from hetray.core.auth_token import default_token_path, ensure_token_file
 from hetray.core.constants import CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S, env_seconds
 from hetray.core.errors import ConfigError, RayConnectionError
 
@@ -49,6 +55,12 @@ logger = logging.getLogger(__name__)
 
 _RAY_CURRENT_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
 _CLIENT_PREFIX = "ray://"
+
+#: The only address the embedded Ray's processes listen on.
+LOOPBACK_HOST = "127.0.0.1"
+_LOOPBACK_NAMES = frozenset({LOOPBACK_HOST, "localhost", "::1", "[::1]"})
+#: Ray's token-auth environment variables (every Ray process reads them).
+AUTH_MODE_ENV, AUTH_TOKEN_ENV = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"
 
 
 class ConnectMode(enum.Enum):
@@ -177,20 +189,73 @@ def _init_local(
     namespace: str, options: LocalRayOptions, runtime_env: dict[str, Any] | None
 ) -> None:
     resources = node_resources(detect_local_devices())
-    ray.init(
-        # "local" always starts a new Ray, even when RAY_ADDRESS or a `ray start` cluster on
-        # this machine would make a plain ray.init() join that cluster instead.
-        address="local",
-        namespace=namespace,
-        num_cpus=options.num_cpus or os.cpu_count(),
-        resources=resources,
-        include_dashboard=options.include_dashboard,
-        dashboard_host="127.0.0.1",
-        object_store_memory=options.object_store_bytes,
-        logging_level=logging.WARNING,
-        log_to_driver=True,
-        runtime_env=runtime_env,
-    )
+    prepare_local_auth()
+    with _loopback_kept():
+        ray.init(
+            # "local" always starts a new Ray, even when RAY_ADDRESS or a `ray start` cluster on
+            # this machine would make a plain ray.init() join that cluster instead.
+            address="local",
+            _node_ip_address=LOOPBACK_HOST,
+            namespace=namespace,
+            num_cpus=options.num_cpus or os.cpu_count(),
+            resources=resources,
+            include_dashboard=options.include_dashboard,
+            dashboard_host=LOOPBACK_HOST,
+            object_store_memory=options.object_store_bytes,
+            logging_level=logging.WARNING,
+            log_to_driver=True,
+            runtime_env=runtime_env,
+        )
+    node_ip = ray.util.get_node_ip_address()
+    if node_ip != LOOPBACK_HOST:  # a Ray upgrade changed how ray.init picks the node address
+        ray.shutdown()
+        raise RayConnectionError("local", f"the embedded Ray came up on {node_ip}, not "
+                                 f"{LOOPBACK_HOST}: its ports would be reachable from outside")
+
+
+@contextlib.contextmanager
+def _loopback_kept(keep: bool = True) -> Iterator[None]:
+    """While ``ray.init`` runs, let it keep 127.0.0.1 in node and GCS addresses.
+
+    ``ray.init`` swaps a loopback address for the machine's outward IP unless Ray is a
+    single-machine Ray (``ENABLE_RAY_CLUSTER`` false, as on macOS; read only during
+    ``init``). With a loopback node IP the GCS, raylet, workers, agents and metrics exporters
+    bind 127.0.0.1 instead of every interface, and are then reachable only at 127.0.0.1.
+    """
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = saved and not keep
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
+def prepare_local_auth() -> Path | None:
+    """Turn token auth on for a Ray this process starts; make sure its token file exists.
+
+    Sets ``RAY_AUTH_MODE=token`` when unset (another explicit mode, e.g. ``disabled``, is
+    obeyed with a warning). Unless ``RAY_AUTH_TOKEN`` holds the token, the file Ray reads
+    (``$RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``) goes to
+    :func:`hetray.core.auth_token.ensure_token_file` (created 0600 when absent).
+
+    Returns:
+        The token file Ray will read; None when auth is off or the token is inline.
+
+    Raises:
+        ConfigError: the token file cannot be created or read.
+    """
+    mode = os.environ.setdefault(AUTH_MODE_ENV, "token")
+    if mode.lower() != "token":
+        logger.warning("%s=%s: the embedded Ray runs without token authentication",
+                       AUTH_MODE_ENV, mode)
+        return None
+    if ray._raylet.get_authentication_mode() != ray._raylet.AuthenticationMode.TOKEN:
+        ray._raylet.Config.initialize("")  # Ray's C++ config read the environment at import
+    if os.environ.get(AUTH_TOKEN_ENV):
+        return None
+    path = default_token_path()
+    ensure_token_file(path)
+    return path
 
 
 def _init_remote(
@@ -205,8 +270,10 @@ def _init_remote(
     resolved = resolve_auto_address() if address == "auto" else address
     host, port = parse_host_port(resolved, address)
     wait_for_port(host, port, timeout_s, address)
-    ray.init(address=resolved, namespace=namespace, runtime_env=runtime_env,
-             logging_level=logging.WARNING)
+    # A loopback GCS (an embedded Ray of this machine) is only reachable at 127.0.0.1.
+    with _loopback_kept(host in _LOOPBACK_NAMES):
+        ray.init(address=resolved, namespace=namespace, runtime_env=runtime_env,
+                 logging_level=logging.WARNING)
     return ConnectMode.CLUSTER
 
 

@@ -2,11 +2,19 @@
 
 ``ray_shared`` is the one session-scoped local Ray of the main suite, started through
 ``hetray.runtime.connect`` so the embedded path is what the tests use.
+
+The suite runs with Ray's token authentication on, as a user's embedded Ray does:
+``RAY_AUTH_MODE=token`` and ``RAY_AUTH_TOKEN_PATH`` naming a file in a fresh 0700 directory
+of this session (never the user's ``~/.ray/auth_token``). The file does not exist when the
+session starts: hetray creates it (0600) the first time it starts a Ray, and every Ray
+process and client of the session (subprocesses included) reads it from there.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,10 +23,21 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
-# Tests on loopback that are not about authentication run Ray without tokens, so a stale
-# ~/.ray/auth_token on the machine cannot make a cluster and its clients disagree.
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+# Set at import, not in pytest_configure: conftest files of the directories named on the
+# command line (tests/cluster/conftest.py imports ray) load before pytest_configure, and Ray
+# reads RAY_AUTH_MODE when it is imported.
+_TOKEN_DIR = Path(tempfile.mkdtemp(prefix="hetray-test-auth-"))  # mode 0700, no token yet
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ["RAY_AUTH_TOKEN_PATH"] = str(_TOKEN_DIR / "auth_token")
+os.environ.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the file
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's token directory."""
+    del config
+    shutil.rmtree(_TOKEN_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Every example runs locally on an embedded Ray (with Ray's default token auth)."""
+"""Every example runs locally on an embedded Ray; hetray turns token auth on itself (the
+examples use the session's token file, RAY_AUTH_MODE is left unset on purpose)."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ def test_embedded_ray_advertises_detected_devices(ray_shared):
     (node,) = runtime.live_nodes()
     assert node.resources["accel:CPU"] == 1.0
     assert node.resources["CPU"] == 4.0
+    assert node.address == runtime.LOOPBACK_HOST  # reachable from this machine only
 
 
 def test_connect_is_idempotent_and_refuses_a_different_address(ray_shared):

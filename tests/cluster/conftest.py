@@ -22,6 +22,9 @@ class HeteroCluster:
 
 @pytest.fixture(scope="module")
 def hetero_cluster() -> Iterator[HeteroCluster]:
+    # Token auth is on (tests/conftest.py); ray.cluster_utils does not make the token file,
+    # so hetray makes it the way it does before an embedded Ray starts.
+    assert runtime.prepare_local_auth() is not None
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 1, "resources": {"accel:CPU": 1, "hetray-cluster:east": 1},

@@ -1,9 +1,12 @@
-"""hetray.runtime pieces that need no running Ray: address parsing, bounded waits, shipping."""
+"""hetray.runtime pieces that need no running Ray: addresses, bounded waits, shipping, tokens."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hetray import runtime
+from hetray.core.auth_token import ensure_token_file
 from hetray.core.errors import ConfigError, RayConnectionError
 
 
@@ -81,3 +85,80 @@ def test_project_runtime_env_ships_a_self_contained_package():
     files = result.stdout.split()
     assert files[0].startswith(str(staged))
     assert files[1].startswith(str(staged / "actors"))
+
+
+TOKEN = re.compile(r"[0-9a-f]{64}")
+
+
+def test_token_file_is_created_owner_only_with_a_ray_token(tmp_path):
+    path = tmp_path / "secrets" / "auth_token"
+    assert ensure_token_file(path) is True
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    token = path.read_text(encoding="ascii")
+    assert TOKEN.fullmatch(token)
+    assert ensure_token_file(path) is False  # an existing token is kept
+    assert path.read_text(encoding="ascii") == token
+    assert [p.name for p in path.parent.iterdir()] == ["auth_token"]  # no staging file left
+
+
+def test_existing_token_readable_by_others_is_narrowed_not_replaced(tmp_path, caplog):
+    path = tmp_path / "auth_token"
+    path.write_text("a" * 64 + "\n", encoding="ascii")
+    path.chmod(0o644)  # what Ray 2.60 leaves under umask 022
+    with caplog.at_level(logging.WARNING):
+        assert ensure_token_file(path) is False
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text(encoding="ascii") == "a" * 64 + "\n"
+    assert "narrowed it to 0600" in caplog.text
+
+
+def test_empty_token_file_gets_a_token(tmp_path):
+    path = tmp_path / "auth_token"
+    path.write_text("\n", encoding="ascii")
+    path.chmod(0o666)
+    assert ensure_token_file(path) is True
+    assert TOKEN.fullmatch(path.read_text(encoding="ascii"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_token_path_that_cannot_be_a_file_names_it(tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("", encoding="ascii")
+    with pytest.raises(ConfigError) as info:
+        ensure_token_file(blocker / "auth_token")
+    assert info.value.source == "RAY_AUTH_TOKEN_PATH"
+    assert info.value.value == str(blocker / "auth_token")
+
+
+def test_embedded_auth_writes_the_token_where_ray_reads_it(monkeypatch, tmp_path):
+    path = tmp_path / "auth_token"
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(path))
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    assert runtime.prepare_local_auth() == path
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert runtime.prepare_local_auth() == tmp_path / "home" / ".ray" / "auth_token"
+    assert TOKEN.fullmatch((tmp_path / "home" / ".ray" / "auth_token").read_text("ascii"))
+
+
+def test_inline_token_needs_no_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "b" * 64)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "auth_token"))
+    assert runtime.prepare_local_auth() is None
+    assert not (tmp_path / "auth_token").exists()
+
+
+def test_explicit_opt_out_is_obeyed_with_a_warning(monkeypatch, tmp_path, caplog):
+    # Auth off on purpose: this checks that hetray leaves a user's RAY_AUTH_MODE=disabled
+    # alone (and says so) instead of overriding it. No Ray starts.
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "auth_token"))
+    with caplog.at_level(logging.WARNING):
+        assert runtime.prepare_local_auth() is None
+    assert os.environ["RAY_AUTH_MODE"] == "disabled"
+    assert not (tmp_path / "auth_token").exists()
+    assert "without token authentication" in caplog.text
