@@ -1,0 +1,133 @@
+"""Hostile config files through the real CLI: each ends in one line naming the file, exit 2.
+
+The cases are the ones a review found to hang, exhaust memory, or end in a traceback: YAML
+alias bombs, counts of 10**12, duplicate keys, non-finite numbers, plans whose layers
+overlap or leave gaps, whose dp exceeds their devices, with strings for numbers or zero
+micro-batches, and truncated files. Python allocations during each case are bounded with
+tracemalloc (an alias bomb or a 10**12-node allocation would blow far past the bound).
+"""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hetray.cli.main import cli
+from hetray.experiments.registry import experiment_spec
+from hetray.pipeline.schedules import Schedule
+from hetray.planner.handoff import default_plan, local_spec
+from hetray.planner.plan import plan_to_json
+from tests.conftest import REPO
+
+SPEC = (REPO / "cluster_configs/specs/two-cluster-16.yaml").read_text(encoding="utf-8")
+#: Most bytes Python may allocate while one case runs.
+MAX_ALLOCATED_BYTES = 500 * 2**20
+#: 9 levels of 9 references: 9**9 (387 million) list items once expanded.
+ALIAS_BOMB = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+    f"{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"
+    for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+
+
+def _plan(**changes: object) -> str:
+    """A valid 2-stage plan for gpt-tiny (4 layers) with top-level ``changes``."""
+    plan = default_plan(local_spec(), 4, schedule=Schedule.ONE_F_ONE_B, num_microbatches=2,
+                        microbatch_size=2)
+    data = json.loads(plan_to_json(plan))
+    stages = changes.pop("stages", None)
+    if callable(stages):
+        stages(data["stages"])
+    return json.dumps({**data, **changes})
+
+
+def _overlap(stages: list[dict]) -> None:
+    stages[1]["layer_start"] = 1
+
+
+def _gap(stages: list[dict]) -> None:
+    stages[1]["layer_start"] = 3
+
+
+def _dp(stages: list[dict]) -> None:
+    stages[0]["dp"] = 64
+
+
+def _plan_command(path: Path) -> list[str]:
+    return ["train", "pipeline", "--plan", str(path), "--model", "gpt-tiny", "--steps", "1"]
+
+
+def _plan_command_with_spec(path: Path) -> list[str]:
+    return [*_plan_command(path), "--cluster",
+            str(REPO / "cluster_configs/specs/two-cluster-16.yaml")]
+
+
+def _spec_command(path: Path) -> list[str]:
+    return ["plan", "--cluster", str(path), "--budget-s", "3"]
+
+
+def _tune_command(experiment: str) -> Callable[[Path], list[str]]:
+    return lambda path: ["tune", experiment, "--grid", str(path), "--out",
+                         str(path.parent / "sweeps")]
+
+
+def _measurements_command(path: Path) -> list[str]:
+    return ["plan", "--measurements", str(path), "--budget-s", "1"]
+
+
+CASES = {
+    "spec-alias-bomb": ("spec.yaml", ALIAS_BOMB + "schema_version: *i\n", _spec_command),
+    "grid-alias-bomb": ("grid.yaml", ALIAS_BOMB + "experiment: planner\nparams: {seed: *i}\n",
+                        _tune_command("planner")),
+    "spec-10e12-nodes": ("spec.yaml", SPEC.replace("num_nodes: 2", "num_nodes: 1000000000000",
+                                                   1), _spec_command),
+    "spec-duplicate-key": ("spec.yaml", SPEC.replace("name: two-cluster-16", "name: a\nname: b"),
+                           _spec_command),
+    "spec-infinite-latency": ("spec.yaml", SPEC.replace("latency_s: 1.0e-3", "latency_s: .inf"),
+                              _spec_command),
+    "grid-10e12-evals": ("grid.yaml", "experiment: planner\nparams: {budget_evals: 1000000000000}",
+                         _tune_command("planner")),
+    "grid-10e9-epochs": ("grid.yaml", "experiment: mspipe\nparams: {epochs: 1000000000}",
+                         _tune_command("mspipe")),
+    "grid-nan-link": ("grid.yaml", "experiment: pipeline\nparams: {link_gbps: [.nan, 1.0]}",
+                      _tune_command("pipeline")),
+    "grid-nan-string": ("grid.yaml", "experiment: pipeline\nparams: {link_gbps: ['nan']}",
+                        _tune_command("pipeline")),
+    "plan-10e9-microbatches": ("plan.json", _plan(num_microbatches=10**9), _plan_command),
+    "plan-10e9-microbatches-spec": ("plan.json", _plan(num_microbatches=10**9),
+                                    _plan_command_with_spec),
+    "plan-overlapping-layers": ("plan.json", _plan(stages=_overlap), _plan_command),
+    "plan-gap-in-layers": ("plan.json", _plan(stages=_gap), _plan_command),
+    "plan-dp-over-devices": ("plan.json", _plan(stages=_dp), _plan_command),
+    "plan-batch-as-string": ("plan.json", _plan(global_batch="4"), _plan_command),
+    "plan-zero-microbatches": ("plan.json", _plan(num_microbatches=0), _plan_command),
+    "plan-truncated": ("plan.json", _plan()[:90], _plan_command),
+    "measurements-truncated": ("m.json", '{"records": [{"device_model": "CPU", "lay',
+                               _measurements_command),
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_file_ends_in_one_line_naming_it(name, tmp_path):
+    file_name, text, command = CASES[name]
+    path = tmp_path / file_name
+    path.write_text(text, encoding="utf-8")
+    args = command(path)
+    if args[0] == "tune":  # its modules load outside the measurement: the input's cost counts
+        experiment_spec(args[1])
+    tracemalloc.start()
+    try:
+        result = CliRunner().invoke(cli, args)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2, result.output
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: {path}"), lines[0]
+    assert len(lines[0]) < 600
+    assert peak < MAX_ALLOCATED_BYTES
