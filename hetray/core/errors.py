@@ -244,8 +244,7 @@ class StageFailedError(HetrayError, RuntimeError):
         self.cause = cause
 
     def __str__(self) -> str:
-        return (f"pipeline stage {self.stage} replica {self.replica} failed: {self.cause}. "
-                "recover() restarts the stage actors from the last completed step")
+        return f"pipeline stage {self.stage} replica {self.replica} failed: {self.cause}"
 
 
 class PipelineRecvTimeoutError(HetrayError, TimeoutError):

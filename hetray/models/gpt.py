@@ -25,10 +25,10 @@ Example:
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
@@ -79,16 +79,21 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """The unsplit model: int64 tokens ``(B, S)`` -> float logits ``(B, S, V)``."""
+    """The unsplit model: int64 tokens ``(B, S)`` -> float logits ``(B, S, V)``.
 
-    def __init__(self, config: GPTConfig) -> None:
+    Each part (the embeddings, every block, the final LayerNorm and head) draws its weights
+    from a seed of its own (:func:`part_seed`), so a chunk can build just its parts and
+    still match the full model bit for bit.
+    """
+
+    def __init__(self, config: GPTConfig, seed: int) -> None:
         super().__init__()
         self.config = config
-        self.tok_emb = nn.Embedding(config.vocab, config.hidden)
-        self.pos_emb = nn.Embedding(config.seq_len, config.hidden)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_layers))
-        self.ln_f = nn.LayerNorm(config.hidden)
-        self.head = nn.Linear(config.hidden, config.vocab)
+        with _seeded(seed, 0):
+            self.tok_emb, self.pos_emb = _embeddings(config)
+        self.blocks = nn.ModuleList(_block(config, seed, i) for i in range(config.num_layers))
+        with _seeded(seed, config.num_layers + 1):
+            self.ln_f, self.head = _final(config)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens``: int64 (B, S) -> float32 logits (B, S, V)."""
@@ -106,34 +111,61 @@ def _embed(tok_emb: nn.Embedding, pos_emb: nn.Embedding, tokens: torch.Tensor) -
     return tok_emb(tokens) + pos_emb(positions)
 
 
+def part_seed(seed: int, part: int) -> int:
+    """The seed of part ``part`` (0 the embeddings, ``i + 1`` block ``i``, ``L + 1`` the head)."""
+    return (seed * 1_000_003 + part) % 2**63
+
+
+@contextlib.contextmanager
+def _seeded(seed: int, part: int) -> Iterator[None]:
+    """Draw from ``part_seed(seed, part)`` inside; the caller's RNG state is kept."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(part_seed(seed, part))
+        yield
+
+
+def _embeddings(config: GPTConfig) -> tuple[nn.Embedding, nn.Embedding]:
+    return nn.Embedding(config.vocab, config.hidden), nn.Embedding(config.seq_len, config.hidden)
+
+
+def _block(config: GPTConfig, seed: int, index: int) -> Block:
+    with _seeded(seed, index + 1):
+        return Block(config)
+
+
+def _final(config: GPTConfig) -> tuple[nn.LayerNorm, nn.Linear]:
+    return nn.LayerNorm(config.hidden), nn.Linear(config.hidden, config.vocab)
+
+
 def build_gpt(config: GPTConfig, seed: int) -> GPT:
-    """The full model with weights drawn from ``torch.manual_seed(seed)`` (float32, CPU)."""
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
-        return GPT(config)
-    finally:
-        torch.random.set_rng_state(generator_state)
+    """The full model with weights drawn from ``seed`` (float32, CPU)."""
+    return GPT(config, seed)
 
 
 class GPTChunk(nn.Module):
     """Layers ``[layer_start, layer_end)`` of a :class:`GPT`, plus its ends where they apply.
+
+    Built from the same per-part seeds as the full model, so it holds exactly the full model's
+    weights for its layers, and only those (a stage's memory grows with its own chunks).
 
     Input: int64 tokens ``(B, S)`` if it holds the embedding, else float ``(B, S, D)``.
     Output: float logits ``(B, S, V)`` if it holds the head, else float ``(B, S, D)``.
     Parameter names match the full model's after :meth:`full_name`.
     """
 
-    def __init__(self, full: GPT, layer_start: int, layer_end: int) -> None:
+    def __init__(self, config: GPTConfig, layer_start: int, layer_end: int, seed: int) -> None:
         super().__init__()
         self.layer_start, self.layer_end = layer_start, layer_end
         self.has_embedding = layer_start == 0
-        self.has_head = layer_end == full.config.num_layers
+        self.has_head = layer_end == config.num_layers
         if self.has_embedding:
-            self.tok_emb, self.pos_emb = full.tok_emb, full.pos_emb
-        self.blocks = nn.ModuleList(full.blocks[layer_start:layer_end])
+            with _seeded(seed, 0):
+                self.tok_emb, self.pos_emb = _embeddings(config)
+        self.blocks = nn.ModuleList(_block(config, seed, i)
+                                    for i in range(layer_start, layer_end))
         if self.has_head:
-            self.ln_f, self.head = full.ln_f, full.head
+            with _seeded(seed, config.num_layers + 1):
+                self.ln_f, self.head = _final(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Run the chunk (shapes in the class docstring)."""
@@ -179,11 +211,10 @@ def split_chunks(config: GPTConfig, layer_bounds: Sequence[tuple[int, int]],
         seed: weight seed (same as :func:`build_gpt`'s).
 
     Returns:
-        Independent chunks (own parameter copies); composing them equals ``build_gpt``.
+        Independent chunks; composing them equals ``build_gpt(config, seed)``.
     """
     check_layer_bounds(config, layer_bounds)
-    full = build_gpt(config, seed)
-    return [copy.deepcopy(GPTChunk(full, start, end)) for start, end in layer_bounds]
+    return [GPTChunk(config, start, end, seed) for start, end in layer_bounds]
 
 
 def token_loss_sum(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,9 @@ runs as an object in this process (:class:`hetray.pipeline.run.LocalBackend`, tr
 one :class:`~hetray.pipeline.transport.InProcessNetwork`) and, subclassed for the Ray-only
 bits (peer handles, ``ray.util.collective``), as a Ray actor (``hetray.actors.pipeline``).
 
-Every replica builds the full model from ``seed`` and keeps its chunks
-(:func:`~hetray.models.gpt.split_chunks`), so all replicas start identical wherever they run.
+Every replica builds only its own chunks (:class:`~hetray.models.gpt.GPTChunk`), from the
+per-part seeds of the full model, so all replicas start identical wherever they run and a
+stage's memory grows with its own layers, not the model's.
 
 Example:
     >>> from hetray.pipeline.layout import make_layout
@@ -38,7 +39,7 @@ from hetray.accel.device import Device
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
 from hetray.core.errors import ConfigError
-from hetray.models.gpt import split_chunks
+from hetray.models.gpt import GPTChunk
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.executor import StageWorker, WorkerStepStats
 from hetray.pipeline.layout import PipelineLayout
@@ -119,7 +120,7 @@ class PipelineStage:
                  reducer: GradReducer | None, *, device: Device | None = None,
                  node_id: str = "local") -> None:
         layout = spec.layout
-        chunks = split_chunks(spec.model, layout.layer_bounds(), spec.seed)
+        bounds = layout.layer_bounds()
         p, v = layout.num_ranks, layout.num_chunks
         self.endpoint = endpoint
         self.transport = transport
@@ -127,7 +128,8 @@ class PipelineStage:
         self.device = device or Device.cpu()
         self.worker = StageWorker(
             layout=layout, endpoint=endpoint,
-            chunks=[chunks[c * p + endpoint.rank] for c in range(v)],
+            chunks=[GPTChunk(spec.model, *bounds[c * p + endpoint.rank], seed=spec.seed)
+                    for c in range(v)],
             optimizer=spec.optimizer, transport=transport, reducer=reducer, device=self.device)
 
     def run_step(self, step: int, stream: Sequence[Op], batch: ReplicaBatch) -> WorkerStepStats:

@@ -13,6 +13,7 @@ import torch
 from hetray.cluster.spec import LinkClass
 from hetray.core.config import config_to_yaml, load_config
 from hetray.core.errors import ConfigError, StageFailedError
+from hetray.models.gpt import build_gpt
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.data import synthetic_batch
 from hetray.pipeline.driver import DriverState
@@ -31,6 +32,7 @@ from hetray.pipeline.run import (
     start,
 )
 from hetray.pipeline.schedules import Schedule
+from hetray.pipeline.stage import PipelineStage
 
 MODEL = GPTConfig(num_layers=4, hidden=32, heads=2, seq_len=16, vocab=64, ffn=64)
 SGD = OptimizerConfig(kind=OptimizerKind.SGD, lr=0.5, momentum=0.9)
@@ -106,6 +108,20 @@ def test_run_redoes_a_step_a_dead_replica_failed_and_equals_an_uninterrupted_run
         assert driver.generation == 1
     assert [r.step for r in interrupted] == [0, 1, 2]
     assert [r.loss for r in interrupted] == pytest.approx(uninterrupted, abs=1e-6)
+
+
+def test_each_stage_replica_holds_only_its_own_layers():
+    """Four stages of an 8-layer model: each replica's parameters are ~1/4 of the model's."""
+    model = GPTConfig(num_layers=8, hidden=64, heads=2, seq_len=8, vocab=16, ffn=128)
+    stages = tuple(StageConfig(shares=(2,), cluster="a") for _ in range(4))
+    config = RunConfig(model=model, pipeline=PipelineConfig(
+        schedule=Schedule.ONE_F_ONE_B, num_microbatches=4, num_chunks=1, stages=stages))
+    full = sum(t.numel() for t in build_gpt(model, seed=0).parameters())
+    with start(config) as driver:
+        held = [sum(t.numel() for t in driver.group.execute_single(
+                    i, PipelineStage.named_parameters).values()) for i in range(4)]
+        assert sum(held) == full
+    assert [h / full for h in held] == pytest.approx([0.25] * 4, abs=0.03)
 
 
 def test_links_can_be_switched_between_steps_and_are_charged():

@@ -89,3 +89,4 @@ def test_config_validation_and_presets():
         gpt_preset("gpt-huge")
     with pytest.raises(ValueError, match="tokens"):
         build_gpt(CONFIG, 0)(torch.zeros(2, CONFIG.seq_len + 1, dtype=torch.long))
+
