@@ -5,7 +5,10 @@ This is the only module of the core that imports ``ray``.
 ==========================  ===========================================================
 ``address``                 what :func:`connect` does
 ==========================  ===========================================================
-``None``                    start an embedded local Ray (every port on 127.0.0.1, token
+``None``                    join the cluster ``$RAY_ADDRESS`` names when it is set (as
+                            ``ray job submit`` sets it for a job's driver, and as a plain
+                            ``ray.init()`` does); else as ``"local"``
+``"local"``                 start an embedded local Ray (every port on 127.0.0.1, token
                             auth on, quiet logs, every CPU of the machine, ``accel:*``
                             resources for the devices it detects)
 ``"auto"``                  join the cluster named by ``RAY_ADDRESS`` or started on this
@@ -56,6 +59,10 @@ logger = logging.getLogger(__name__)
 _RAY_CURRENT_CLUSTER_FILE = Path("/tmp/ray/ray_current_cluster")
 _CLIENT_PREFIX = "ray://"
 
+#: ``address`` that always means an embedded local Ray (even with ``$RAY_ADDRESS`` set).
+LOCAL_ADDRESS = "local"
+#: The variable Ray, ``ray job submit`` and hetray read a cluster address from.
+RAY_ADDRESS_ENV = "RAY_ADDRESS"
 #: The only address the embedded Ray's processes listen on.
 LOOPBACK_HOST = "127.0.0.1"
 _LOOPBACK_NAMES = frozenset({LOOPBACK_HOST, "localhost", "::1", "[::1]"})
@@ -131,25 +138,40 @@ def connect(
         RayConnectionError: nothing accepted connections at the address in time.
     """
     global _current
-    if local is not None and address is not None:
+    if local is not None and address not in (None, LOCAL_ADDRESS):
         raise ConfigError("connect()", "local", local, "only with address=None (embedded Ray)")
-    wanted = "local" if address is None else address
+    wanted = LOCAL_ADDRESS if local is not None else resolve_address(address)
     if ray.is_initialized():
         return _reuse_connection(wanted, namespace)
     timeout_s = timeout_s if timeout_s is not None else env_seconds(
         CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT_S
     )
     runtime_env = project_runtime_env() if ship_project else None
-    if address is None:
+    if wanted == LOCAL_ADDRESS:
         _init_local(namespace, local or LocalRayOptions(), runtime_env)
         mode = ConnectMode.LOCAL
     else:
-        mode = _init_remote(address, namespace, timeout_s, runtime_env)
+        mode = _init_remote(wanted, namespace, timeout_s, runtime_env)
     _current = Connection(
         mode=mode, address=wanted, namespace=namespace, ray_version=ray.__version__
     )
     logger.info("connected to Ray (%s, %s)", mode.value, wanted)
     return _current
+
+
+def resolve_address(address: str | None) -> str:
+    """The address :func:`connect` uses: ``address``, else ``$RAY_ADDRESS``, else ``"local"``."""
+    if address:
+        return address
+    return os.environ.get(RAY_ADDRESS_ENV, "").strip() or LOCAL_ADDRESS
+
+
+def describe(connection: Connection) -> str:
+    """One line saying which Ray this process uses (the CLI prints it on stderr)."""
+    if connection.mode is ConnectMode.LOCAL:
+        return (f"Ray {connection.ray_version}: embedded local Ray on 127.0.0.1 (--address or "
+                "$RAY_ADDRESS to use a cluster)")
+    return f"Ray {connection.ray_version}: {connection.mode.value} at {connection.address}"
 
 
 def disconnect() -> None:
@@ -172,7 +194,7 @@ def _reuse_connection(wanted: str, namespace: str) -> Connection:
             ray_version=ray.__version__,
         )
         return _current
-    if wanted not in (_current.address, "auto") and wanted != "local":
+    if wanted not in (_current.address, "auto", LOCAL_ADDRESS):
         raise ConfigError(
             "connect()", "address", wanted,
             f"the address of the live connection ({_current.address!r}); call disconnect() first",

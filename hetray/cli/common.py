@@ -35,9 +35,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C")
 
 ADDRESS_HELP = (
-    "Ray to use: omit for an embedded local Ray; 'auto' for the cluster started on this "
-    "machine (or $RAY_ADDRESS); 'host:port' for a cluster's GCS; 'ray://host:port' for a "
-    "Ray client session. Token auth: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH."
+    "Ray to use: omit for $RAY_ADDRESS when set (as in a 'ray job submit' job), else an "
+    "embedded local Ray; 'local' for an embedded Ray always; 'auto' for the cluster started "
+    "on this machine; 'host:port' for a cluster's GCS; 'ray://host:port' for a Ray client "
+    "session. Token auth: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH."
 )
 
 
@@ -98,7 +99,9 @@ def echo_config(config: object) -> None:
 
 
 def connect(address: str | None, ship_project: bool = False) -> Any:
-    """Connect to Ray (embedded local without ``address``); returns the connection."""
+    """Connect to Ray (see ``--address``), say which Ray on stderr; returns the connection."""
     from hetray import runtime
 
-    return runtime.connect(address, ship_project=ship_project)
+    connection = runtime.connect(address, ship_project=ship_project)
+    click.echo(runtime.describe(connection), err=True)
+    return connection

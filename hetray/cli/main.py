@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from hetray.cli.common import address_option, handle_errors, ship_option
+from hetray.cli.common import address_option, connect, handle_errors, ship_option
 from hetray.cli.lazy import LazyGroup
 from hetray.core.limits import DEFAULT_LIMITS, parse_limits, raise_limits
 
@@ -55,7 +55,7 @@ def _connect_and_probe(address: str | None, ship_project: bool) -> tuple[Any, li
     from hetray import runtime
     from hetray.actors.probe import probe_nodes
 
-    connection = runtime.connect(address, ship_project=ship_project)
+    connection = connect(address, ship_project)
     nodes = runtime.live_nodes()
     return connection, nodes, probe_nodes(nodes)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from hetray.cli.common import address_option, handle_errors
+from hetray.cli.common import address_option, connect, handle_errors
 from hetray.core.errors import ConfigError
 from hetray.experiments.grid import Grid, load_grid, smoke_grid
 from hetray.experiments.registry import EXPERIMENT_NAMES, experiment_spec
@@ -70,13 +70,12 @@ def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
     """
     sweep_dir = out / experiment
     grid = None if resume else _grid(experiment, grid_file, smoke)
-    from hetray import runtime
     from hetray.actors import tune as tune_actors
 
     if resume and not tune_actors.can_restore(sweep_dir):
         raise ConfigError("--resume", "sweep directory", str(sweep_dir),
                           "a directory an earlier 'hetray tune' wrote (with sweep.json)")
-    runtime.connect(address)
+    connect(address)
     if grid is None:
         outcome = tune_actors.resume_sweep(sweep_dir)
     else:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import ray
 from hetray.actors.placement import bundle_options, reserve
@@ -71,3 +75,21 @@ def test_probe_runs_on_every_node(hetero_cluster):
     assert [r.node_id for r in reports] == [n.node_id for n in nodes]
     # No real GPUs here: every node detects its CPU.
     assert all(r.devices[0].spec.model == "CPU" for r in reports)
+
+
+def test_a_driver_without_address_joins_the_cluster_ray_address_names(hetero_cluster):
+    """As under ``ray job submit`` (which sets RAY_ADDRESS for the driver): no --address joins
+    the cluster, with its three nodes, instead of starting an embedded one-node Ray."""
+    env = {**os.environ, "RAY_ADDRESS": hetero_cluster.address}
+    result = subprocess.run([sys.executable, "-m", "hetray.cli", "info"], env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert f"cluster at {hetero_cluster.address}" in result.stderr
+    assert "3 node(s)" in result.stdout
+    for node_id in hetero_cluster.node_of.values():
+        assert node_id[:12] in result.stdout
+    forced = subprocess.run([sys.executable, "-m", "hetray.cli", "info", "--address", "local"],
+                            env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert forced.returncode == 0, forced.stderr
+    assert "embedded local Ray" in forced.stderr
+    assert "1 node(s)" in forced.stdout

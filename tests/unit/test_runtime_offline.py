@@ -162,3 +162,12 @@ def test_explicit_opt_out_is_obeyed_with_a_warning(monkeypatch, tmp_path, caplog
     assert os.environ["RAY_AUTH_MODE"] == "disabled"
     assert not (tmp_path / "auth_token").exists()
     assert "without token authentication" in caplog.text
+
+
+def test_no_address_means_ray_address_when_set_and_local_forces_embedded(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert runtime.resolve_address(None) == "local"
+    monkeypatch.setenv("RAY_ADDRESS", " 10.0.0.5:6379 ")
+    assert runtime.resolve_address(None) == "10.0.0.5:6379"
+    assert runtime.resolve_address("local") == "local"
+    assert runtime.resolve_address("ray://h:10001") == "ray://h:10001"
