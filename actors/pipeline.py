@@ -34,7 +34,7 @@ from typing import Any
 import ray
 import torch
 from hetray.actors.group import GroupPlacement, RayActorGroup
-from hetray.actors.placement import total_request
+from hetray.actors.placement import node_resources, total_request
 from ray.util import collective
 
 from hetray.accel.detect import CPU_MODEL
@@ -167,8 +167,7 @@ class RayPipelineStage(PipelineStage):
             self._joined = False
 
 
-def remote_options(bundle_resources: Mapping[str, float], *, use_gpus: bool = False
-                   ) -> dict[str, object]:
+def remote_options(bundle_resources: Mapping[str, float]) -> dict[str, object]:
     """Ray options of a stage actor holding ``bundle_resources`` (its placement bundle).
 
     Threaded (:data:`STAGE_ACTOR_CONCURRENCY`) so deliveries run while a step blocks; no
@@ -179,25 +178,28 @@ def remote_options(bundle_resources: Mapping[str, float], *, use_gpus: bool = Fa
         "num_cpus": bundle_resources.get("CPU", 0), "resources": custom, "max_restarts": 0,
         "max_concurrency": STAGE_ACTOR_CONCURRENCY,
     }
-    if use_gpus:
-        options["num_gpus"] = bundle_resources.get("GPU", 0)
+    if bundle_resources.get("GPU", 0) > 0:
+        options["num_gpus"] = bundle_resources["GPU"]
     return options
 
 
-def stage_bundles(spec: StageGroupSpec, use_gpus: bool = False) -> list[dict[str, float]]:
+def stage_bundles(spec: StageGroupSpec) -> list[dict[str, float]]:
     """One bundle per replica, in :meth:`PipelineLayout.endpoints` order.
 
-    A replica holds ``device_units`` of ``accel:<model>``; CPU replicas share their node's
-    single ``accel:CPU`` unit (each holds ``device_units / number of CPU replicas``).
+    A replica holds ``device_units`` of its model, asked for in the form the cluster's nodes
+    advertise it (``accel:<model>``, or Ray's ``GPU`` + ``accelerator_type:*``); CPU
+    replicas share their node's single ``accel:CPU`` unit (each holds ``device_units /
+    number of CPU replicas``).
     """
     endpoints = spec.layout.endpoints()
     num_cpu = sum(1 for e in endpoints if spec.device_models[e.rank] == CPU_MODEL)
+    nodes = node_resources()
     out = []
     for endpoint in endpoints:
         model = spec.device_models[endpoint.rank]
         units = spec.device_units / (num_cpu if model == CPU_MODEL else 1)
         out.append(bundle(model, num_devices=units, num_cpus=spec.cpus_per_replica,
-                          use_gpus=use_gpus and model != CPU_MODEL))
+                          nodes=nodes))
     return out
 
 
@@ -282,8 +284,7 @@ class RayBackend:
             PlacementTimeoutError: they exist but were not free in time.
             ActorStartupError: an actor failed to start.
         """
-        use_gpus = ray.cluster_resources().get("GPU", 0.0) > 0
-        bundles = stage_bundles(spec, use_gpus)
+        bundles = stage_bundles(spec)
         endpoints = spec.layout.endpoints()
         check_capacity(bundles, endpoints)
         run_id = f"hetray-pipe-{uuid.uuid4().hex[:8]}"
@@ -294,7 +295,7 @@ class RayBackend:
 
         placement = GroupPlacement(
             bundles=tuple(bundles), timeout_s=spec.placement_timeout_s,
-            options=tuple(remote_options(b, use_gpus=use_gpus) for b in bundles))
+            options=tuple(remote_options(b) for b in bundles))
         group = StageActorGroup(endpoints, init, placement=placement,
                                 on_failure=stage_failure(spec))
         try:

@@ -24,6 +24,15 @@ from hetray.core.errors import PlacementTimeoutError
 
 logger = logging.getLogger(__name__)
 
+def node_resources() -> list[dict[str, float]]:
+    """Every alive node's total resources.
+
+    :func:`hetray.accel.resources.device_request` reads them to ask for a device in the form
+    the cluster advertises it.
+    """
+    return [dict(node["Resources"]) for node in ray.nodes() if node["Alive"]]
+
+
 def total_request(bundles: Sequence[Mapping[str, float]]) -> dict[str, float]:
     """Sum of the resources of ``bundles``."""
     total: dict[str, float] = defaultdict(float)

@@ -17,7 +17,8 @@ mspipe      ``[{CPU: cpus}]``, plus ``{CPU: (2 + shards) actor_cpus}`` for     -
 ==========  =================================================================  ==========
 
 ``cpus`` and ``accel`` come from the grid's ``resources`` section (``accel: A100`` adds
-``accel:A100 = 1`` to the first bundle). Heta's partition holders reserve their own
+one A100 to the first bundle, as ``accel:A100`` or Ray's ``GPU`` + ``accelerator_type:*``,
+whichever the cluster's nodes advertise). Heta's partition holders reserve their own
 placement group of ``K`` bundles of ``holder_cpus`` when the trial starts (the holder group
 creates it, one bundle per partition), so :func:`trial_cpus` counts them and
 :func:`default_max_concurrent` keeps concurrent trials within the cluster's CPUs.
@@ -41,8 +42,10 @@ from typing import Any
 
 import pandas as pd
 import ray
+from hetray.actors.placement import node_resources
 from ray import tune
 
+from hetray.accel.resources import device_request
 from hetray.experiments.files import HISTORY_FILE, RESULTS_FILE, SWEEP_FILE
 from hetray.experiments.grid import Grid, TrialResources
 from hetray.experiments.registry import experiment_spec
@@ -98,7 +101,7 @@ def trial_resources(experiment: str, config: dict[str, Any],
     """The placement-group bundles of one trial (see the module table)."""
     head: dict[str, float] = {"CPU": resources.cpus}
     if resources.accel:
-        head[f"accel:{resources.accel}"] = 1.0
+        head.update(device_request(resources.accel, 1.0, node_resources()))
     return tune.PlacementGroupFactory([head, *experiment_spec(experiment).extra_bundles(config)])
 
 

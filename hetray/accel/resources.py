@@ -1,11 +1,18 @@
 """Map device kinds to Ray resources: what nodes advertise and what actors request.
 
-A node with devices of model ``M`` advertises the custom resource ``accel:M`` with one
-unit per device (``ray start --resources='{"accel:A100-80GB": 8}'``). Ray's own
-``accelerator_type:<TYPE>`` resource (set by Ray on real GPU nodes) is read as well. Actors
-and placement-group bundles that need a device kind request ``accel:M`` units; these
-helpers build the option dicts, and the ``actors/`` package passes them to Ray. No Ray
-import here: the dicts are plain data.
+A node with devices of model ``M`` advertises them one of two ways:
+
+- hetray's custom resource ``accel:M``, one unit per device
+  (``ray start --resources='{"accel:A100-80GB": 8}'``; the embedded Ray does this itself);
+- Ray's own ``GPU`` count plus ``accelerator_type:<TYPE>`` (what a plain ``ray start`` sets
+  on a GPU node; ``<TYPE>`` is mapped to a registry model, e.g. ``A100-80G`` ->
+  ``A100-80GB``).
+
+Actors and placement-group bundles that need ``M`` ask in the form the cluster's nodes use
+(:func:`device_request` looks at them): ``{"accel:M": n}``, or ``{"GPU": n,
+"accelerator_type:<TYPE>": 0.001}`` as Ray's own ``accelerator_type=`` option does. These
+helpers build the option dicts and the ``actors/`` package passes them to Ray. No Ray import
+here: the dicts are plain data.
 
 Example:
     >>> actor_options("H100", num_devices=2, num_cpus=1)
@@ -21,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from hetray.accel.detect import LocalDevice
+from hetray.accel.detect import CPU_MODEL, LocalDevice
 
 ACCEL_PREFIX = "accel:"
 RAY_ACCELERATOR_TYPE_PREFIX = "accelerator_type:"
@@ -41,6 +48,45 @@ _RAY_TYPE_TO_MODEL: dict[str, str] = {
     "Ascend910B": "Ascend910B",
     "Intel-GAUDI": "Gaudi2",
 }
+
+
+#: How much of ``accelerator_type:<TYPE>`` a request holds (Ray's own convention).
+RAY_ACCELERATOR_TYPE_UNITS = 0.001
+
+
+def ray_accelerator_types(model: str) -> list[str]:
+    """Ray's ``accelerator_type`` names that mean registry ``model`` (or ``model`` itself)."""
+    return [t for t, m in _RAY_TYPE_TO_MODEL.items() if m == model] or [model]
+
+
+def device_request(model: str, num_devices: float,
+                   nodes: Sequence[Mapping[str, float]] = ()) -> dict[str, float]:
+    """The resources that hold ``num_devices`` of ``model`` on the cluster of ``nodes``.
+
+    Args:
+        model: registry device model.
+        num_devices: devices (fractions share one).
+        nodes: every node's total resources; empty means hetray-style nodes.
+
+    Returns:
+        ``{"accel:M": n}`` when a node advertises ``accel:M`` (plus ``"GPU": n`` when every
+        such node also has GPUs, so Ray sets ``CUDA_VISIBLE_DEVICES``), or when no node
+        advertises the model at all; else ``{"GPU": n, "accelerator_type:<TYPE>": 0.001}``
+        for the first Ray accelerator type of ``model`` a node has.
+
+    Example:
+        >>> device_request("A100-80GB", 2, [{"GPU": 4.0, "accelerator_type:A100-80G": 1.0}])
+        {'GPU': 2, 'accelerator_type:A100-80G': 0.001}
+    """
+    holders = [node for node in nodes if resource_name(model) in node]
+    if holders:
+        gpus = model != CPU_MODEL and all(node.get("GPU", 0) > 0 for node in holders)
+        return {resource_name(model): num_devices, **({"GPU": num_devices} if gpus else {})}
+    for ray_type in ray_accelerator_types(model):
+        name = f"{RAY_ACCELERATOR_TYPE_PREFIX}{ray_type}"
+        if any(name in node and node.get("GPU", 0) > 0 for node in nodes):
+            return {"GPU": num_devices, name: RAY_ACCELERATOR_TYPE_UNITS}
+    return {resource_name(model): num_devices}
 
 
 def resource_name(model: str) -> str:
@@ -74,32 +120,26 @@ def accel_counts(resources: Mapping[str, float]) -> dict[str, float]:
     return counts
 
 
-def actor_options(
-    model: str, *, num_devices: float = 1, num_cpus: float = 1, use_gpus: bool = False
-) -> dict[str, object]:
+def actor_options(model: str, *, num_devices: float = 1, num_cpus: float = 1,
+                  nodes: Sequence[Mapping[str, float]] = ()) -> dict[str, object]:
     """Ray actor/task options that land on a node with ``num_devices`` devices of ``model``.
 
     Args:
         model: registry device model, e.g. ``"A100-80GB"``.
-        num_devices: ``accel:<model>`` units to hold (fractions share a device).
+        num_devices: devices to hold (fractions share a device).
         num_cpus: CPUs to hold.
-        use_gpus: also request ``num_gpus`` so Ray sets ``CUDA_VISIBLE_DEVICES``; only for
-            nodes with real GPUs.
+        nodes: the cluster's node resources (:func:`device_request`); a request that holds
+            GPUs sets ``num_gpus``, so Ray sets ``CUDA_VISIBLE_DEVICES``.
     """
-    options: dict[str, object] = {
-        "num_cpus": num_cpus,
-        "resources": {resource_name(model): num_devices},
-    }
-    if use_gpus:
-        options["num_gpus"] = num_devices
+    request = device_request(model, num_devices, nodes)
+    options: dict[str, object] = {"num_cpus": num_cpus}
+    if "GPU" in request:
+        options["num_gpus"] = request["GPU"]
+    options["resources"] = {k: v for k, v in request.items() if k != "GPU"}
     return options
 
 
-def bundle(
-    model: str, *, num_devices: float = 1, num_cpus: float = 1, use_gpus: bool = False
-) -> dict[str, float]:
+def bundle(model: str, *, num_devices: float = 1, num_cpus: float = 1,
+           nodes: Sequence[Mapping[str, float]] = ()) -> dict[str, float]:
     """A placement-group bundle asking for ``num_devices`` of ``model`` and ``num_cpus`` CPUs."""
-    result: dict[str, float] = {"CPU": num_cpus, resource_name(model): num_devices}
-    if use_gpus:
-        result["GPU"] = num_devices
-    return result
+    return {"CPU": num_cpus, **device_request(model, num_devices, nodes)}

@@ -1,4 +1,5 @@
-"""A 3-node ray.cluster_utils.Cluster whose nodes carry different accel:* resources."""
+"""A 4-node ray.cluster_utils.Cluster: three nodes carry accel:* resources, one only Ray's
+GPU + accelerator_type:H100 (as a plain ``ray start`` on a GPU machine)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,16 @@ def hetero_cluster() -> Iterator[HeteroCluster]:
                             resources={"accel:A100-80GB": 2, "hetray-cluster:east": 1})
     v100 = cluster.add_node(num_cpus=1, object_store_memory=100 * 1024 * 1024,
                             resources={"accel:V100": 4, "hetray-cluster:west": 1})
+    # A GPU node as a plain `ray start` makes it: Ray's GPU count and accelerator type only.
+    h100 = cluster.add_node(num_cpus=1, num_gpus=2, object_store_memory=100 * 1024 * 1024,
+                            resources={"accelerator_type:H100": 1, "hetray-cluster:west": 1})
     cluster.wait_for_nodes()
     try:
         runtime.connect(cluster.address)
         yield HeteroCluster(
             address=cluster.address,
             node_of={"CPU": cluster.head_node.node_id, "A100-80GB": a100.node_id,
-                     "V100": v100.node_id},
+                     "V100": v100.node_id, "H100": h100.node_id},
         )
     finally:
         runtime.disconnect()

@@ -139,9 +139,24 @@ def test_accel_counts_reads_accel_resources_and_falls_back_to_ray_accelerator_ty
 
 
 def test_actor_options_and_bundles_request_the_device_kind():
-    assert actor_options("A10G", num_devices=0.5, num_cpus=2, use_gpus=True) == {
-        "num_cpus": 2, "resources": {"accel:A10G": 0.5}, "num_gpus": 0.5,
+    gpu_nodes = [{"CPU": 8, "GPU": 4, "accel:A10G": 4, "accel:V100": 4}]
+    assert actor_options("A10G", num_devices=0.5, num_cpus=2, nodes=gpu_nodes) == {
+        "num_cpus": 2, "num_gpus": 0.5, "resources": {"accel:A10G": 0.5},
     }
-    assert bundle("V100", num_devices=4, num_cpus=8, use_gpus=True) == {
+    assert bundle("V100", num_devices=4, num_cpus=8, nodes=gpu_nodes) == {
         "CPU": 8, "accel:V100": 4, "GPU": 4,
     }
+    assert bundle("V100", num_devices=4, nodes=[{"CPU": 8, "accel:V100": 4}]) == {
+        "CPU": 1, "accel:V100": 4,
+    }
+
+
+def test_a_model_ray_itself_advertises_is_requested_as_ray_gpus():
+    plain = [{"CPU": 8, "accel:CPU": 1}, {"CPU": 8, "GPU": 4, "accelerator_type:A100-80G": 1}]
+    assert bundle("A100-80GB", num_devices=2, num_cpus=1, nodes=plain) == {
+        "CPU": 1, "GPU": 2, "accelerator_type:A100-80G": 0.001,
+    }
+    assert actor_options("CPU", num_cpus=0, nodes=plain) == {
+        "num_cpus": 0, "resources": {"accel:CPU": 1},
+    }
+    assert bundle("H100", nodes=plain) == {"CPU": 1, "accel:H100": 1}  # nowhere: hetray form
