@@ -8,7 +8,8 @@ worker                                         Ray options (:func:`memory_store_
 =============================================  ==============================================
 :class:`~hetray.mspipe.store.MemoryStoreWorker`  ``num_cpus``; ``max_restarts=0`` (the
                                                memory-store client restores a dead shard from
-                                               its checkpoint); ``max_concurrency=64`` (an
+                                               its checkpoint and the write-backs since, which
+                                               the client replays); ``max_concurrency=64`` (an
                                                async actor: reads wait for versions while
                                                writes arrive)
 :class:`~hetray.mspipe.sources.SamplerWorker`    ``num_cpus``

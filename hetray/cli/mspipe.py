@@ -32,6 +32,7 @@ from hetray.mspipe.fit import Progress, TrainConfig
 from hetray.mspipe.report import RunReport
 from hetray.mspipe.run import Backend, DataConfig, ModelChoice, RunConfig, StoreConfig, run
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
+from hetray.mspipe.storage import refuse_reused
 from hetray.temporal.models import ModelKind
 from hetray.temporal.synthetic import SyntheticConfig
 
@@ -43,7 +44,8 @@ EXAMPLES = """\b
 Examples:
   hetray train mspipe --pipeline sequential --epochs 1         # in this process, no Ray
   hetray train mspipe --dataset ../shared/data/collegemsg/CollegeMsg.txt --epochs 3
-  hetray train mspipe --staleness 2 --shards 2 --checkpoint-dir /tmp/mspipe-ckpt
+  hetray train mspipe --staleness 2 --shards 2 --storage-dir /scratch/mspipe-runs
+  hetray train mspipe --no-checkpoints     # a dead memory shard then ends the run
   hetray train mspipe --print-config > mspipe.yaml  # edit, then: --config mspipe.yaml
 """
 #: click parameter -> the RunConfig field it overrides (``--staleness`` sets several).
@@ -52,6 +54,8 @@ FLAGS = {
     "mode": "pipeline.mode", "io_batches": "pipeline.io_batches", "epochs": "train.epochs",
     "patience": "train.patience", "batch_size": "train.batch_size", "lr": "train.lr",
     "shards": "store.num_shards", "checkpoint_dir": "store.checkpoint_dir",
+    "checkpoints": "store.checkpointing", "checkpoint_every": "store.checkpoint_every",
+    "storage_dir": "storage_dir",
 }
 
 
@@ -140,8 +144,20 @@ def _backend(config: RunConfig, address: str | None) -> Backend | None:
               help="Batches one memory read and one prefetch call serve (mspipe); each Ray "
                    "call costs the trainer time, so fewer, larger calls are faster on busy "
                    "cores. The staleness bound holds per batch either way.")
+@click.option("--storage-dir", default=DEFAULTS.storage_dir, show_default=True,
+              help="Root of the runs' files: each mspipe run makes its own new directory "
+                   "here for its memory-store checkpoints (removed when the run ends).")
+@click.option("--checkpoints/--no-checkpoints", default=DEFAULTS.store.checkpointing,
+              show_default=True,
+              help="Checkpoint memory shards (Parquet) and keep the write-backs since, so a "
+                   "dead shard is restored losing nothing; off: a dead shard ends the run.")
 @click.option("--checkpoint-dir", default=DEFAULTS.store.checkpoint_dir,
-              help="Checkpoint memory shards here (Parquet) so a dead shard is restored.")
+              help="Checkpoint here instead of a new directory under --storage-dir (made if "
+                   "missing; refused if it holds another run's shard checkpoints).")
+@click.option("--checkpoint-every", default=DEFAULTS.store.checkpoint_every, show_default=True,
+              type=click.IntRange(min=0),
+              help="Batches between shard checkpoints (0: only at epoch starts); the trainer "
+                   "keeps about this many write-backs to replay.")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON.")
 @address_option
@@ -150,7 +166,8 @@ def _backend(config: RunConfig, address: str | None) -> Backend | None:
 def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dataset: str,
            kind: str, mode: str, staleness: int | None, epochs: int, patience: int,
            batch_size: int, lr: float, memory_dim: int, shards: int, io_batches: int,
-           checkpoint_dir: str, json_out: Path | None, address: str | None) -> None:
+           storage_dir: str, checkpoints: bool, checkpoint_dir: str, checkpoint_every: int,
+           json_out: Path | None, address: str | None) -> None:
     """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)
     if ctx.get_parameter_source("staleness") is click.core.ParameterSource.COMMANDLINE:
@@ -158,6 +175,8 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
     if print_config:
         echo_config(config)
         return
+    if config.store.checkpointing and config.store.checkpoint_dir:
+        refuse_reused(config.store.checkpoint_dir)  # before Ray starts
     backend = _backend(config, address)
     with _bars() as bars:
         report = run(config, backend, progress=bars)

@@ -19,6 +19,8 @@ Modules: :mod:`~hetray.mspipe.staleness` (the version rule, ``k``, the stage clo
 :mod:`~hetray.mspipe.sources` (stages 1-2, named random streams),
 :mod:`~hetray.mspipe.store` (memory shards and the shard worker),
 :mod:`~hetray.mspipe.store_client` (the memory-store protocol over a group of shards),
+:mod:`~hetray.mspipe.replay` (the trainer's write-back log that makes a restored shard lose
+nothing), :mod:`~hetray.mspipe.storage` (the run's directory and its checkpoints),
 :mod:`~hetray.mspipe.driver` (one pass over batches), :mod:`~hetray.mspipe.fit` (epochs,
 early stopping, evaluation), :mod:`~hetray.mspipe.report` (what a run reports). The models,
 data and sampler are the temporal-GNN library's (:mod:`hetray.temporal`).

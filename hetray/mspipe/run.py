@@ -48,6 +48,7 @@ from hetray.mspipe.sources import (
     SourceFactory,
 )
 from hetray.mspipe.staleness import MemoryBackend, PipelineConfig, PipelineMode
+from hetray.mspipe.storage import DEFAULT_STORAGE_DIR, RunStorage
 from hetray.mspipe.store import LocalMemoryStore, MemoryStoreWorker, shard_failure
 from hetray.mspipe.store_client import MemoryStoreClient
 from hetray.temporal.data import EventStream, chronological_split
@@ -108,14 +109,20 @@ class StoreConfig:
 
     Attributes:
         num_shards: memory-store shards ``P``.
-        checkpoint_dir: where shards checkpoint (Parquet); '' = no checkpoints, so a dead
-            shard cannot be restored.
+        checkpointing: shards checkpoint (Parquet) and the trainer logs its write-backs
+            since, so a dead shard is restored losing nothing (off: a dead shard ends the
+            run with ``MemoryStoreError``).
+        checkpoint_dir: where shards checkpoint; '' (default) = a new directory of this run
+            under ``RunConfig.storage_dir``. A given one is made if missing and refused if it
+            already holds shard checkpoints (another run's).
         checkpoint_every: versions (batches) between checkpoints (also at each epoch start
-            and at shutdown).
+            and at shutdown); the trainer's replay log holds about this many write-backs
+            (0: checkpoints only at epoch starts, the log a whole epoch's).
         actor_cpus: CPUs each worker (sampler, fetcher, every shard) reserves on Ray.
     """
 
     num_shards: int = 2
+    checkpointing: bool = True
     checkpoint_dir: str = ""
     checkpoint_every: int = 10
     actor_cpus: float = 0.25
@@ -137,6 +144,9 @@ class RunConfig:
     Attributes:
         data: the event stream. model: the model. pipeline: mode and staleness.
         train: optimisation. store: the mspipe mode's workers.
+        storage_dir: the root of the runs' files (a plain path; relative to the working
+            directory): an mspipe-mode run with checkpoints makes its own new directory
+            ``run-{stamp}-{id}`` here (:mod:`hetray.mspipe.storage`).
     """
 
     data: DataConfig = field(default_factory=DataConfig)
@@ -144,6 +154,12 @@ class RunConfig:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    storage_dir: str = DEFAULT_STORAGE_DIR
+
+    def __post_init__(self) -> None:
+        if not self.storage_dir:
+            raise ConfigError("RunConfig", "storage_dir", self.storage_dir,
+                              f"a directory path (default {DEFAULT_STORAGE_DIR!r})")
 
 
 class Backend(Protocol):
@@ -203,6 +219,7 @@ class MSPipeDriver:
         events, split: the stream and its chronological split.
         model: the model being trained.
         memory_stores: the shard workers' group (None in sequential mode).
+        storage: the run's checkpoint directory (None without memory-store checkpoints).
         epochs: one record per epoch stepped.
     """
 
@@ -214,6 +231,7 @@ class MSPipeDriver:
         model_cfg = config.model.model_config(self.events.edge_feat_dim)
         self.model = build_model(model_cfg, config.train.seed)
         self.memory_stores: ActorGroup[MemoryStoreWorker] | None = None
+        self.storage: RunStorage | None = None
         self._groups: list[ActorGroup[Any]] = []
         sources, store = self._stages(model_cfg, backend)
         self.loop = EpochLoop(self.model, self.split, train_cfg=config.train,
@@ -230,15 +248,18 @@ class MSPipeDriver:
                                   cfg.train.seed), LocalMemoryStore(mem_cfg))
         backend = backend or LocalBackend()
         store, cpus = cfg.store, cfg.store.actor_cpus
+        if store.checkpointing:
+            self.storage = RunStorage.open(cfg.storage_dir, store.checkpoint_dir)
+            logger.info("memory-store checkpoints in %s", self.storage.checkpoint_dir)
+        ckpt_dir = "" if self.storage is None else str(self.storage.checkpoint_dir.absolute())
         try:
             samplers = self._keep(backend.samplers(WorkerInit.of(
                 self.events, self.split, model_cfg.num_neighbors, cfg.train.seed), cpus))
             fetchers = self._keep(backend.fetchers(WorkerInit.of(self.events.edge_feat), cpus))
             self.memory_stores = self._keep(backend.memory_stores([WorkerInit.of(
-                mem_cfg, s, store.num_shards, checkpoint_dir=store.checkpoint_dir,
+                mem_cfg, s, store.num_shards, checkpoint_dir=ckpt_dir,
                 checkpoint_every=store.checkpoint_every) for s in range(store.num_shards)], cpus))
-            client = MemoryStoreClient(self.memory_stores,
-                                       checkpointing=bool(store.checkpoint_dir))
+            client = MemoryStoreClient(self.memory_stores)
         except BaseException:
             self.close()
             raise
@@ -274,10 +295,13 @@ class MSPipeDriver:
                             epochs=self.epochs)
 
     def close(self) -> None:
-        """Shut every group down (shards write a final checkpoint first)."""
+        """Shut every group down, then remove the run's checkpoints (they serve this run only)."""
         for group in reversed(self._groups):
             group.shutdown()
         self._groups = []
+        if self.storage is not None:
+            self.storage.remove()
+            self.storage = None
 
     def __enter__(self) -> MSPipeDriver:
         return self

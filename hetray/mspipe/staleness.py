@@ -150,40 +150,53 @@ class PipelineConfig:
 
 @dataclass(frozen=True, slots=True)
 class Recovery:
-    """A memory-store shard that died and was restored from its last checkpoint.
+    """A memory-store shard that died and was restored: checkpoint, then replayed log.
 
     Attributes:
         shard: the shard id.
         restored_version: the version its checkpoint held.
-        resumed_version: the version it was fast-forwarded to (the last one sent); the
-            updates of versions ``restored_version + 1 .. resumed_version`` are lost.
+        resumed_version: the version it stood at afterwards (the last one sent).
+        replayed_versions: write-backs the trainer replayed from its log
+            (:mod:`hetray.mspipe.replay`) on top of the checkpoint, the newest ones; the
+            updates of the ``lost_versions`` before them are lost (0 while the log covers
+            every version since the checkpoint, as it does unless a checkpoint file went
+            missing).
 
     Example:
-        >>> rec = Recovery(shard=1, restored_version=3, resumed_version=5)
+        >>> rec = Recovery(shard=1, restored_version=3, resumed_version=5, replayed_versions=2)
         >>> rec.lost_versions
-        2
-        >>> str(rec).split("; ")[1]
-        'lost the updates of 2 batch(es) (versions 4..5)'
+        0
+        >>> str(rec).split("; ")[1:]
+        ['replayed versions 4..5 from the trainer', 'lost the updates of 0 batch(es)']
+        >>> str(Recovery(shard=0, restored_version=0, resumed_version=2)).split("; ")[1:]
+        ['replayed none', 'lost the updates of 2 batch(es) (versions 1..2)']
     """
 
     shard: int
     restored_version: int
     resumed_version: int
+    replayed_versions: int = 0
 
     @property
     def lost_versions(self) -> int:
         """Batches whose updates the shard lost."""
-        return self.resumed_version - self.restored_version
+        return self.resumed_version - self.restored_version - self.replayed_versions
 
     def __str__(self) -> str:
+        first_replayed = self.resumed_version - self.replayed_versions + 1
+        replayed = (f"replayed versions {first_replayed}..{self.resumed_version} from the "
+                    f"trainer" if self.replayed_versions else "replayed none")
+        lost = f"lost the updates of {self.lost_versions} batch(es)"
+        if self.lost_versions:
+            lost += f" (versions {self.restored_version + 1}..{first_replayed - 1})"
         return (f"shard {self.shard} restored from checkpoint version {self.restored_version}; "
-                f"lost the updates of {self.lost_versions} batch(es) "
-                f"(versions {self.restored_version + 1}..{self.resumed_version})")
+                f"{replayed}; {lost}")
 
     def to_dict(self) -> dict[str, int]:
         """JSON-ready form."""
         return {"shard": self.shard, "restored_version": self.restored_version,
-                "resumed_version": self.resumed_version, "lost_versions": self.lost_versions}
+                "resumed_version": self.resumed_version,
+                "replayed_versions": self.replayed_versions, "lost_versions": self.lost_versions}
 
 
 class Pending(Protocol[T_co]):

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from hetray.core.errors import MemoryStoreError
 from hetray.mspipe.staleness import Recovery
+from hetray.mspipe.storage import CheckpointPolicy, checkpoint_path
 from hetray.temporal.memory import MemoryConfig, MemoryRows, MemoryUpdate, NodeMemory
 
 logger = logging.getLogger(__name__)
@@ -116,9 +117,22 @@ class MemoryShard:
     @classmethod
     def restore(cls, config: MemoryConfig, shard: int, num_shards: int,
                 path: Path) -> MemoryShard:
-        """A shard rebuilt from :meth:`checkpoint`'s file."""
-        table = pq.read_table(path)
+        """A shard rebuilt from :meth:`checkpoint`'s file.
+
+        Raises:
+            MemoryStoreError: the file does not parse or holds another shard or layout.
+        """
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowException) as err:
+            raise MemoryStoreError(shard, f"checkpoint {path} does not parse: {err}") from err
         out = cls(config, shard, num_shards)
+        meta = table.schema.metadata or {}
+        if meta.get(b"shard") != str(shard).encode() or table.num_rows != out.state.num_rows:
+            raise MemoryStoreError(shard, f"checkpoint {path} holds shard "
+                                          f"{meta.get(b'shard', b'?').decode(errors='replace')} "
+                                          f"with {table.num_rows} rows, expected shard {shard} "
+                                          f"with {out.state.num_rows}")
         st = out.state
         st.memory[:] = _unfixed(table, "memory", st.memory.shape)
         st.mem_ts[:] = table.column("mem_ts").to_numpy()
@@ -235,11 +249,6 @@ class LocalMemoryStore:
         return []
 
 
-def checkpoint_path(checkpoint_dir: str, shard: int) -> Path:
-    """Where shard ``shard`` checkpoints: ``{checkpoint_dir}/shard_{shard}.parquet``."""
-    return Path(checkpoint_dir) / f"shard_{shard}.parquet"
-
-
 def shard_failure(shard: int, cause: str) -> MemoryStoreError:
     """The memory-store group's typed error for a dead or raising shard worker."""
     return MemoryStoreError(shard, cause)
@@ -251,8 +260,10 @@ class MemoryStoreWorker:
     ``read(nodes, min_version)`` waits until the shard has applied ``min_version`` writes;
     ``write(update, version)`` waits for ``version - 1``, so writes apply in order even if
     they arrive out of order. Every ``checkpoint_every`` versions, at each reset and at
-    :meth:`shutdown` the shard writes itself to :func:`checkpoint_path`; a worker started
-    where that file exists restores from it (how a dead shard comes back).
+    :meth:`shutdown` the shard writes itself to :func:`checkpoint_path`
+    (:class:`~hetray.mspipe.storage.CheckpointPolicy`); a worker started where that file
+    exists restores from it, and the client replays the newer write-backs (how a dead shard
+    comes back, losing nothing: :mod:`hetray.mspipe.replay`).
 
     Args:
         config: memory layout of the whole graph.
@@ -273,7 +284,7 @@ class MemoryStoreWorker:
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
         self._path = path
-        self._every = checkpoint_every
+        self._policy = CheckpointPolicy(enabled=path is not None, every=checkpoint_every)
         self._timeout_s = wait_timeout_s
         self._changed: asyncio.Condition | None = None
 
@@ -301,7 +312,7 @@ class MemoryStoreWorker:
         await self._wait(lambda: self._shard.version >= version - 1,
                          f"write of version {version}")
         spent = self._shard.write(update, version)
-        if self._path is not None and self._every and version % self._every == 0:
+        if self._path is not None and self._policy.due(version):
             self._shard.checkpoint(self._path)
         async with self._cond():
             self._cond().notify_all()
@@ -320,11 +331,16 @@ class MemoryStoreWorker:
         spent = await self.write_many(updates, first_version)
         return spent, await self.read(nodes, min_version)
 
-    async def reset(self) -> None:
-        """Zero the state (keeps the version) and checkpoint it."""
+    async def reset(self) -> int:
+        """Zero the state (keeps the version) and checkpoint it; returns the version."""
         self._shard.reset()
         if self._path is not None:
             self._shard.checkpoint(self._path)
+        return self._shard.version
+
+    async def checkpoint_policy(self) -> CheckpointPolicy:
+        """When this shard checkpoints (the client keeps a replay log to match)."""
+        return self._policy
 
     async def version(self) -> int:
         """Versions applied so far."""

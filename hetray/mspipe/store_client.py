@@ -20,11 +20,13 @@ memory I/O" in :mod:`hetray.mspipe.staleness`), and no read ever waits on a held
 
 Recovery. When a call fails, the client pings its shard: a shard that answers raised a real
 error, which propagates. A dead shard is replaced (``group.restart_worker(s)``); the new
-worker restores its last checkpoint and the client fast-forwards it to the last version
-sent. The updates in between are lost and recorded as a
-:class:`~hetray.mspipe.staleness.Recovery`; writes still held reach the new worker later,
-and reads the dead one owed are issued again. Without checkpoints a dead shard is a
-:class:`~hetray.core.errors.MemoryStoreError`.
+worker restores its last checkpoint (version ``r``) and the client replays the write-backs
+``r + 1 .. sent`` from its :class:`~hetray.mspipe.replay.ReplayLog` (every write-back since
+the oldest shard checkpoint), so the shard comes back to the state it lost: nothing is lost,
+and the recovery is recorded as a :class:`~hetray.mspipe.staleness.Recovery`. Writes still
+held reach the new worker later, and reads the dead one owed are issued again with the same
+``min_version`` (the staleness bound holds across a recovery). Without checkpoints a dead
+shard is a :class:`~hetray.core.errors.MemoryStoreError`.
 
 Every state transition is a client method: :class:`PendingRead` and :class:`PendingWrite` are
 made by the client after it issued the calls, and their ``result()`` asks the client to
@@ -38,7 +40,7 @@ Example:
     >>> from hetray.temporal.memory import MemoryConfig
     >>> cfg = MemoryConfig(num_nodes=6, memory_dim=2)
     >>> group = LocalActorGroup(MemoryStoreWorker, [WorkerInit.of(cfg, s, 2) for s in (0, 1)])
-    >>> store = MemoryStoreClient(group, checkpointing=False)
+    >>> store = MemoryStoreClient(group)
     >>> store.read(np.arange(6), 0).result().memory.shape
     (6, 2)
     >>> group.shutdown()
@@ -56,6 +58,7 @@ import numpy as np
 
 from hetray.core.errors import MemoryStoreError
 from hetray.core.group import ActorGroup
+from hetray.mspipe.replay import ReplayLog
 from hetray.mspipe.staleness import Recovery
 from hetray.mspipe.store import MemoryStoreWorker, ServedRead, merge_reads, nid2shard, split_update
 from hetray.temporal.memory import MemoryRows, MemoryUpdate
@@ -69,6 +72,7 @@ class CallKind(enum.Enum):
     READ = "read"
     WRITE = "write_many"
     WRITE_READ = "write_read"
+    RESET = "reset"
 
 
 @dataclass(slots=True, eq=False)
@@ -79,7 +83,8 @@ class ShardCall:
         shard: the shard. incarnation: which worker of that shard it went to (each
             recovery starts the next). handle: the group's handle. kind: what it carries.
         fetched: whether the outcome was collected. value: the result, None if the shard
-            died. settled: whether its write seconds were counted.
+            died. settled: whether its write seconds were counted. last_version: the
+            newest write-back it carries (0 for none).
     """
 
     shard: int
@@ -89,6 +94,7 @@ class ShardCall:
     fetched: bool = False
     value: Any = None
     settled: bool = False
+    last_version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,18 +144,20 @@ class MemoryStoreClient:
 
     Args:
         group: the shard workers, worker ``s`` serving shard ``s`` (made with
-            :func:`~hetray.mspipe.store.shard_failure` as its ``on_failure``).
-        checkpointing: whether the workers checkpoint (a dead shard can then be restored).
+            :func:`~hetray.mspipe.store.shard_failure` as its ``on_failure``). Whether and
+            how often they checkpoint is asked from them (a dead shard can be restored only
+            when they do).
     """
 
-    def __init__(self, group: ActorGroup[MemoryStoreWorker], *, checkpointing: bool) -> None:
+    def __init__(self, group: ActorGroup[MemoryStoreWorker]) -> None:
         self.group = group
         self.num_shards = group.num_workers
-        self.checkpointing = checkpointing
+        self.policy = group.execute(MemoryStoreWorker.checkpoint_policy)[0]
         versions = group.execute(MemoryStoreWorker.version)
         start = max(versions)  # shards restored from an older run's checkpoints agree on it
         if min(versions) != start:
             group.execute(MemoryStoreWorker.fast_forward, start)
+        self.log = ReplayLog(versions)  # what each shard would restore if it died now
         self.submitted = self.sent = start
         self.fetch_s = 0.0
         self.write_s = [0.0] * self.num_shards
@@ -187,7 +195,10 @@ class MemoryStoreClient:
     def write(self, update: MemoryUpdate, version: int) -> PendingWrite:
         """Hold each shard's part of ``update`` as ``version`` for the next read."""
         pending = PendingWrite(self)
-        self._held.append(_HeldWrite(split_update(update, self.num_shards), version, pending))
+        parts = split_update(update, self.num_shards)
+        if self.policy.enabled:
+            self.log.append(version, parts)
+        self._held.append(_HeldWrite(parts, version, pending))
         self.submitted = version
         self._harvest()
         return pending
@@ -230,8 +241,12 @@ class MemoryStoreClient:
         return fetch, write
 
     def reset(self) -> None:
-        """Zero every shard (after :meth:`drain`)."""
-        self.group.execute(MemoryStoreWorker.reset)
+        """Zero every shard (after :meth:`drain`); a shard found dead is restored, then zeroed."""
+        calls = self._calls(self.group.execute_async(MemoryStoreWorker.reset), CallKind.RESET)
+        for call in calls:
+            if self._outcome(call) is None:
+                self.group.execute_single(call.shard, MemoryStoreWorker.reset)
+        self.log.reset(self.sent)
 
     def drain(self) -> list[Recovery]:
         """Wait for every write; returns the recoveries not returned before."""
@@ -250,6 +265,8 @@ class MemoryStoreClient:
     def _track(self, calls: list[ShardCall], held: list[_HeldWrite]) -> None:
         for write in held:
             write.pending.calls = calls
+        for call in calls:
+            call.last_version = held[-1].version
         self._in_flight += calls
 
     def _harvest(self) -> None:
@@ -276,6 +293,8 @@ class MemoryStoreClient:
             call.settled = True
             self.write_s[call.shard] += spent
             self._in_flight.remove(call)
+            if value is not None:  # applied, so checkpointed on the way where due
+                self.log.acknowledge(call.shard, self.policy.last(call.last_version))
         return spent
 
     def _served(self, pending: PendingRead, shard: int) -> ServedRead:
@@ -290,7 +309,7 @@ class MemoryStoreClient:
         return value[1] if call.kind is CallKind.WRITE_READ else value
 
     def _recover(self, call: ShardCall, err: MemoryStoreError) -> None:
-        """Restore ``call``'s shard from its checkpoint if it died (once per death).
+        """Restore ``call``'s shard if it died (once per death): checkpoint, then the log.
 
         Raises:
             MemoryStoreError: the shard is alive (it raised ``err`` itself), or it died and
@@ -301,13 +320,23 @@ class MemoryStoreClient:
             return  # an earlier failed call already replaced this worker
         if self._alive(shard):
             raise err
-        if not self.checkpointing:
+        if not self.policy.enabled:
             raise MemoryStoreError(shard, "actor died and checkpointing is off") from err
         self.group.restart_worker(shard)
         self._incarnation[shard] += 1
-        restored = self.group.execute_single(shard, MemoryStoreWorker.fast_forward, self.sent)
-        recovery = Recovery(shard=shard, restored_version=restored, resumed_version=self.sent)
-        logger.warning("%s", recovery)
+        restored = self.group.execute_single(shard, MemoryStoreWorker.version)
+        first, parts = self.log.since(shard, restored, self.sent)
+        if first - 1 > restored:  # versions missing from the log stay lost
+            self.group.execute_single(shard, MemoryStoreWorker.fast_forward, first - 1)
+        if parts:
+            self.group.execute_single(shard, MemoryStoreWorker.write_many, parts, first)
+        replayed_checkpoint = self.policy.last(self.sent)  # written during the replay
+        self.log.acknowledge(shard, replayed_checkpoint if replayed_checkpoint >= first
+                             else restored)
+        recovery = Recovery(shard=shard, restored_version=restored, resumed_version=self.sent,
+                            replayed_versions=len(parts))
+        log = logger.warning if recovery.lost_versions else logger.info
+        log("%s", recovery)
         self.recoveries.append(recovery)
 
     def _alive(self, shard: int) -> bool:

@@ -51,7 +51,7 @@ def test_train_mspipe_malformed_file_is_one_clear_error(tmp_path):
     bad.write_text("1 2 10\n2 3 5\n", encoding="utf-8")
     result = CliRunner().invoke(cli, ["train", "mspipe", "--dataset", str(bad),
                                       "--pipeline", "sequential"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad input (hetray.core.errors.InputError)
     assert f"{bad}: row 2 has bad value 5.0" in result.output
 
 
@@ -80,3 +80,28 @@ def test_unknown_config_key_is_a_usage_error(tmp_path):
     assert result.exit_code == 2
     assert "train.epoch" in result.output
     assert "epochs" in result.output
+
+
+def test_checkpoint_flags_reach_the_config():
+    result = CliRunner().invoke(cli, ["train", "mspipe", "--print-config", "--no-checkpoints",
+                                      "--storage-dir", "/scratch/runs", "--checkpoint-every",
+                                      "3"])
+    assert result.exit_code == 0, result.output
+    assert "checkpointing: false" in result.output
+    assert "checkpoint_every: 3" in result.output
+    assert "storage_dir: /scratch/runs" in result.output
+    default = CliRunner().invoke(cli, ["train", "mspipe", "--print-config"])
+    assert "checkpointing: true" in default.output
+    assert "storage_dir: results/mspipe" in default.output
+
+
+def test_reused_checkpoint_dir_is_one_clear_error_before_ray(tmp_path):
+    used = tmp_path / "ckpt"
+    used.mkdir()
+    (used / "shard_1.parquet").write_bytes(b"old")
+    result = CliRunner().invoke(cli, ["train", "mspipe", "--checkpoint-dir", str(used),
+                                      "--address", "127.0.0.1:1"])  # never reached
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert "holds shard checkpoints of another run (shard_1.parquet)" in lines[0]

@@ -1,5 +1,6 @@
 """The memory-store protocol on in-process shard workers (no Ray): version gate, held writes,
-writes riding with reads, recovery of a killed shard from its checkpoint, final checkpoint."""
+writes riding with reads, recovery of a killed shard from its checkpoint plus the replayed
+log (nothing lost), final checkpoint."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def make_store():
         group = LocalActorGroup(MemoryStoreWorker, inits, on_failure=shard_failure,
                                 timeout_s=30.0)
         groups.append(group)
-        return group, MemoryStoreClient(group, checkpointing=bool(checkpoint_dir))
+        return group, MemoryStoreClient(group)
 
     yield make
     for group in groups:
@@ -93,32 +94,61 @@ def test_writes_ride_with_the_next_read(make_store):
     assert store.sent == 4
 
 
-def test_killed_shard_restores_from_checkpoint(make_store, tmp_path):
+def test_killed_shard_restores_from_checkpoint_and_replays_the_rest(make_store, tmp_path):
     group, store = make_store(checkpoint_dir=str(tmp_path), checkpoint_every=3)
     for v in range(1, 6):
         store.write(_update(v), v).result()
     group.kill(1)
     rows = store.read(np.arange(6), 5).result()  # fails on shard 1, which is restored
     recoveries = store.drain()
-    assert recoveries == [Recovery(shard=1, restored_version=3, resumed_version=5)]
-    assert recoveries[0].lost_versions == 2  # checkpoint at version 3, versions 4 and 5 lost
-    assert "lost the updates of 2 batch(es) (versions 4..5)" in str(recoveries[0])
-    odd = rows.memory[1::2, 0]  # shard 1 holds odd ids: restored to version 3's values
-    assert odd.tolist() == [3.0, 3.0, 3.0]
-    assert rows.memory[0::2, 0].tolist() == [5.0, 5.0, 5.0]
+    assert recoveries == [Recovery(shard=1, restored_version=3, resumed_version=5,
+                                   replayed_versions=2)]
+    assert recoveries[0].lost_versions == 0  # checkpoint at 3, versions 4 and 5 replayed
+    assert "replayed versions 4..5 from the trainer; lost the updates of 0" in str(recoveries[0])
+    assert rows.memory[:, 0].tolist() == [5.0] * 6
     store.write(_update(6), 6).result()
     assert store.read(np.arange(6), 6).result().memory[:, 0].tolist() == [6.0] * 6
 
 
-def test_killed_shard_with_held_writes_gets_them_after_recovery(make_store, tmp_path):
+def test_killed_shard_gets_the_writes_of_the_call_that_failed(make_store, tmp_path):
     group, store = make_store(checkpoint_dir=str(tmp_path), checkpoint_every=2)
-    for v in range(1, 3):
+    for v in range(1, 4):
         store.write(_update(v), v).result()
     group.kill(0)
-    store.write(_update(3), 3)  # held: it reaches the restored shard with the read
-    rows = store.read(np.arange(6), 3).result()
-    assert store.drain() == [Recovery(shard=0, restored_version=2, resumed_version=3)]
-    assert rows.memory[:, 0].tolist() == [2.0, 3.0] * 3  # shard 0's copy of write 3 was lost
+    store.write(_update(4), 4)  # held, then rides with the read to the dead worker
+    rows = store.read(np.arange(6), 4).result()
+    assert store.drain() == [Recovery(shard=0, restored_version=2, resumed_version=4,
+                                      replayed_versions=2)]
+    assert rows.memory[:, 0].tolist() == [4.0] * 6
+
+
+def test_shard_killed_twice_and_at_reset_loses_nothing(make_store, tmp_path):
+    group, store = make_store(checkpoint_dir=str(tmp_path), checkpoint_every=4)
+    for v in range(1, 11):
+        store.write(_update(v, nodes=(v % 6, (v + 1) % 6)), v)
+        if v in (3, 7):
+            group.kill(v % 2)
+        store.read(np.arange(6), v - 1).result()
+    expected = store.read(np.arange(6), 10).result()
+    assert [r.lost_versions for r in store.drain()] == [0, 0]
+    assert len(store.log) <= 4 + 2  # entries since the oldest checkpoint (8) or unacknowledged
+    group.kill(0)
+    store.reset()  # dead at the epoch start: restored, then zeroed like the others
+    assert store.read(np.arange(6), 10).result().memory.tolist() == [[0.0, 0.0]] * 6
+    assert expected.memory[:, 0].tolist() == [6.0, 7.0, 8.0, 9.0, 10.0, 10.0]
+
+
+def test_a_missing_checkpoint_is_reported_as_lost_versions(make_store, tmp_path):
+    group, store = make_store(num_shards=1, checkpoint_dir=str(tmp_path), checkpoint_every=2)
+    for v in range(1, 6):
+        store.write(_update(v), v).result()
+    group.kill(0)
+    checkpoint_path(str(tmp_path), 0).unlink()  # the worker comes back empty at version 0
+    store.read(np.arange(6), 5).result()
+    (recovery,) = store.drain()
+    assert (recovery.restored_version, recovery.replayed_versions) == (0, 1)  # log holds 5
+    assert recovery.lost_versions == 4
+    assert "lost the updates of 4 batch(es) (versions 1..4)" in str(recovery)
 
 
 def test_read_without_checkpoint_fails_clearly(make_store):
