@@ -26,6 +26,7 @@ def test_every_command_has_help(command):
     assert "Usage: " in result.output
     if tuple(command) not in NO_ADDRESS:
         assert "--address" in result.output
+        assert "--ship-project" in result.output
 
 
 def test_top_level_help_lists_every_command():

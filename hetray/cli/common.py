@@ -43,17 +43,13 @@ ADDRESS_HELP = (
 
 
 def address_option(func: F) -> F:
-    """The ``--address`` flag every command that talks to Ray takes."""
-    return click.option("--address", default=None, metavar="ADDRESS", help=ADDRESS_HELP)(func)
-
-
-def ship_option(func: F) -> F:
-    """The ``--ship-project`` flag: upload this hetray to a cluster that lacks it."""
-    return click.option(
+    """``--address`` and ``--ship-project``: every command that talks to Ray takes both."""
+    func = click.option(
         "--ship-project", is_flag=True,
         help="Upload this hetray package to the cluster with the job (runtime_env py_modules) "
              "for clusters where it is not installed.",
     )(func)
+    return click.option("--address", default=None, metavar="ADDRESS", help=ADDRESS_HELP)(func)
 
 
 def config_options(func: F) -> F:

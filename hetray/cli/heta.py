@@ -132,14 +132,14 @@ def heta(ctx: click.Context, config_file: Path | None, print_config: bool, datas
          conv: str, partitions: int, mode: str, epochs: int, batch_size: int, hidden_dim: int,
          fanouts: tuple[int, ...], lr: float, cache_mb: float, link_gbps: float,
          link_latency_us: float, holder_cpus: float, out: Path | None,
-         address: str | None) -> None:
+         address: str | None, ship_project: bool) -> None:
     """Train R-GCN / R-GAT on partition holders, RAF (Heta) or vanilla (DistDGL-style)."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)
     if print_config:
         echo_config(config)
         return
     graph = load_dataset(config.dataset)
-    connect(address)
+    connect(address, ship_project)
     from hetray.actors.heta import RayBackend
 
     bar = _Bar(config)

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from hetray.cli.common import address_option, connect, handle_errors, ship_option
+from hetray.cli.common import address_option, connect, handle_errors
 from hetray.cli.lazy import LazyGroup
 from hetray.core.limits import DEFAULT_LIMITS, parse_limits, raise_limits
 
@@ -73,7 +73,6 @@ def _print_cluster(connection: Any, nodes: list[Any], reports: list[Any]) -> Non
 
 @cli.command()
 @address_option
-@ship_option
 @handle_errors
 def info(address: str | None, ship_project: bool) -> None:
     """Show the Ray connection, its nodes, their devices with specs, and versions."""
@@ -115,7 +114,8 @@ def _link_option(name: str, default: tuple[float, float], what: str) -> Callable
 @_link_option("cross-cluster", (1e-3, 10.0), "between clusters")
 @handle_errors
 def cluster_spec(
-    spec_file: Path | None, from_ray: bool, address: str | None, name: str, out: Path | None,
+    spec_file: Path | None, from_ray: bool, address: str | None, ship_project: bool, name: str,
+    out: Path | None,
     intra_node: tuple[float, float], inter_node: tuple[float, float],
     cross_cluster: tuple[float, float],
 ) -> None:
@@ -136,7 +136,7 @@ def cluster_spec(
         return
     from hetray import runtime
 
-    runtime.connect(address)
+    runtime.connect(address, ship_project=ship_project)
     defaults = _link_defaults(intra_node, inter_node, cross_cluster)
     spec = spec_from_ray_nodes(runtime.live_nodes(), name=name, links=defaults)
     text = dump_cluster_spec(spec)
@@ -149,7 +149,6 @@ def cluster_spec(
 
 @cli.command()
 @address_option
-@ship_option
 @handle_errors
 def demo(address: str | None, ship_project: bool) -> None:
     """Run the main job end to end: the cluster, then a short run of each system.

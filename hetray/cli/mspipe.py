@@ -104,13 +104,13 @@ def _print(config: RunConfig, report: RunReport) -> None:
         click.echo(f"recovery: {recovery}")
 
 
-def _backend(config: RunConfig, address: str | None) -> Backend | None:
+def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Backend | None:
     """Ray actors for the mspipe pipeline (connecting first); none for the sequential one."""
     if config.pipeline.mode == PipelineMode.SEQUENTIAL:
         return None
     from hetray.actors.mspipe import RayBackend
 
-    connect(address)
+    connect(address, ship_project)
     return RayBackend()
 
 
@@ -167,7 +167,7 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
            kind: str, mode: str, staleness: int | None, epochs: int, patience: int,
            batch_size: int, lr: float, memory_dim: int, shards: int, io_batches: int,
            storage_dir: str, checkpoints: bool, checkpoint_dir: str, checkpoint_every: int,
-           json_out: Path | None, address: str | None) -> None:
+           json_out: Path | None, address: str | None, ship_project: bool) -> None:
     """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)
     if ctx.get_parameter_source("staleness") is click.core.ParameterSource.COMMANDLINE:
@@ -177,7 +177,7 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
         return
     if config.store.checkpointing and config.store.checkpoint_dir:
         refuse_reused(config.store.checkpoint_dir)  # before Ray starts
-    backend = _backend(config, address)
+    backend = _backend(config, address, ship_project)
     with _bars() as bars:
         report = run(config, backend, progress=bars)
     _print(config, report)

@@ -137,7 +137,7 @@ Examples:
 @click.pass_context
 def pipeline(ctx: click.Context, config_file: Path | None, print_config: bool,
              measurements_out: Path | None, json_out: Path | None, address: str | None,
-             **_flags: Any) -> None:
+             ship_project: bool, **_flags: Any) -> None:
     """Train a GPT with pipeline parallelism on stage actors; report loss, tokens/s, busy.
 
     The pipeline comes from --config FILE (a run config, as --print-config writes it), or
@@ -152,7 +152,7 @@ def pipeline(ctx: click.Context, config_file: Path | None, print_config: bool,
     if measurements_out is not None and spec is None:
         raise click.UsageError("--measurements-out needs --cluster (the spec gives the "
                                "analytical features of each record) and no --config")
-    connect(address)
+    connect(address, ship_project)
     report = _train(config)
     out = report.to_dict()
     _print(out)

@@ -76,7 +76,8 @@ Examples:
 @handle_errors
 @click.pass_context
 def plan_command(ctx: click.Context, config_file: Path | None, print_config: bool,
-                 address: str | None, out: Path | None, explain: bool, **_flags: object) -> None:
+                 address: str | None, ship_project: bool, out: Path | None, explain: bool,
+                 **_flags: object) -> None:
     """Search a hybrid-parallel plan (principle-guided MCTS) and compare baselines."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS,
                                 {"no_baselines": lambda _flag: ()})
@@ -85,7 +86,7 @@ def plan_command(ctx: click.Context, config_file: Path | None, print_config: boo
         return
     backend: Backend = LocalBackend()
     if config.workers or address:
-        connect(address)
+        connect(address, ship_project)
         from hetray.actors.planner import RayBackend
 
         backend = RayBackend()

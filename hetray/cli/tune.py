@@ -61,7 +61,8 @@ def _echo_table(experiment: str, table: Any) -> None:
               help="Tune's console verbosity.")
 @handle_errors
 def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
-                 max_concurrent: int | None, address: str | None, out: Path, resume: bool,
+                 max_concurrent: int | None, address: str | None, ship_project: bool, out: Path,
+                 resume: bool,
                  smoke: bool, verbose: int) -> None:
     """Sweep EXPERIMENT (planner, pipeline, heta or mspipe) over a grid with Ray Tune.
 
@@ -75,7 +76,7 @@ def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
     if resume and not tune_actors.can_restore(sweep_dir):
         raise ConfigError("--resume", "sweep directory", str(sweep_dir),
                           "a directory an earlier 'hetray tune' wrote (with sweep.json)")
-    connect(address)
+    connect(address, ship_project)
     if grid is None:
         outcome = tune_actors.resume_sweep(sweep_dir)
     else:
