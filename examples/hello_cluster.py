@@ -16,6 +16,7 @@ from hetray.actors.probe import probe_nodes
 from hetray import runtime
 from hetray.accel.resources import accel_counts, actor_options
 from hetray.cluster.render import devices_table, nodes_table
+from hetray.core.ray_args import add_ray_arguments
 
 
 @ray.remote
@@ -27,9 +28,7 @@ def node_of_this_task() -> str:
 def main() -> None:
     """Connect, print nodes and devices, place one task per device kind."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default=None, help="None, auto, host:port or ray://host:port")
-    parser.add_argument("--ship-project", action="store_true",
-                        help="upload hetray with the job (for clusters without it installed)")
+    add_ray_arguments(parser)
     args = parser.parse_args()
 
     connection = runtime.connect(args.address, ship_project=args.ship_project)

@@ -23,6 +23,7 @@ from hetray.actors.heta import RayBackend
 
 from hetray import runtime
 from hetray.core.config import load_config
+from hetray.core.ray_args import add_ray_arguments
 from hetray.heta.driver import EpochReport
 from hetray.heta.holder import Mode
 from hetray.heta.models import ConvKind, ModelConfig
@@ -50,7 +51,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
 def main() -> None:
     """Parse flags, connect, train, print and optionally save the results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default=None, help="None, auto, host:port or ray://host:port")
+    add_ray_arguments(parser)
     parser.add_argument("--config", type=Path, default=None, help="a heta RunConfig YAML/JSON")
     parser.add_argument("--dataset", default=None, help="default: synthetic-mag:EDGES")
     parser.add_argument("--edges", type=int, default=200_000)
@@ -63,7 +64,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     config = config_from(args)
-    runtime.connect(args.address)
+    runtime.connect(args.address, ship_project=args.ship_project)
     result = run(config, RayBackend(), EpochLines())
     print(f"HETA_RAF_OK test_acc={result.test_acc:.4f} val_acc={result.val_acc:.4f}")
     if args.out is not None:

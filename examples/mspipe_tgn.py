@@ -19,6 +19,7 @@ from dataclasses import replace
 from hetray.actors.mspipe import RayBackend
 
 from hetray import runtime
+from hetray.core.ray_args import add_ray_arguments
 from hetray.mspipe.fit import TrainConfig
 from hetray.mspipe.run import DataConfig, ModelChoice, RunConfig, StoreConfig, run
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
@@ -29,7 +30,7 @@ from hetray.temporal.synthetic import SyntheticConfig
 def main() -> None:
     """Train with the sequential baseline and with MSPipe; print both."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default=None, help="None, auto, host:port or ray://...")
+    add_ray_arguments(parser)
     parser.add_argument("--dataset", default="synthetic", help="'synthetic' or an event file")
     parser.add_argument("--events", type=int, default=8000, help="synthetic stream size")
     parser.add_argument("--model", default="tgn", choices=[k.value for k in ModelKind])
@@ -40,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    runtime.connect(args.address)
+    runtime.connect(args.address, ship_project=args.ship_project)
     config = RunConfig(
         data=DataConfig(dataset=args.dataset,
                         synthetic=SyntheticConfig(num_events=args.events)),

@@ -22,6 +22,7 @@ from pathlib import Path
 from hetray.actors.pipeline import RayBackend
 
 from hetray import runtime
+from hetray.core.ray_args import add_ray_arguments
 from hetray.models.gpt_config import GPT_PRESETS, gpt_preset
 from hetray.pipeline.report import StepReport
 from hetray.pipeline.run import RunConfig, TrainConfig, run
@@ -39,7 +40,7 @@ def _print_step(report: StepReport) -> None:
 def main() -> None:
     """Train, print per-step lines and a final ``PIPELINE_GPT_OK`` line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default=None, help="None, auto, host:port or ray://...")
+    add_ray_arguments(parser)
     parser.add_argument("--model", default="gpt-tiny", choices=sorted(GPT_PRESETS))
     parser.add_argument("--schedule", default=Schedule.VIRTUAL_1F1B.value,
                         choices=[s.value for s in Schedule])
@@ -51,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    runtime.connect(args.address)
+    runtime.connect(args.address, ship_project=args.ship_project)
     spec = local_spec()
     base = RunConfig(model=gpt_preset(args.model), train=TrainConfig(steps=args.steps))
     plan = default_plan(spec, base.model.num_layers, schedule=Schedule(args.schedule),

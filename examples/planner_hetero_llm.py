@@ -19,6 +19,7 @@ from pathlib import Path
 from hetray.actors.planner import RayBackend
 
 from hetray import runtime
+from hetray.core.ray_args import add_ray_arguments
 from hetray.planner.measurements import save_measurements
 from hetray.planner.plan import plan_to_json
 from hetray.planner.profile import ProfileConfig, run_profile
@@ -31,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 def main() -> None:
     """Profile, plan on Ray, print the cost model's fit and the plan."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--address", default=None)
+    add_ray_arguments(parser)
     parser.add_argument("--cluster",
                         default=str(REPO / "cluster_configs" / "specs" / "two-cluster-16.yaml"))
     parser.add_argument("--model", default="llama2-7b")
@@ -46,7 +47,7 @@ def main() -> None:
 
     records = run_profile(ProfileConfig(microbatch_sizes=(1, 2), seq_lens=(32, 64),
                                         hidden_sizes=(64, 128), repeats=args.profile_repeats))
-    runtime.connect(args.address)
+    runtime.connect(args.address, ship_project=args.ship_project)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             measurements = Path(tmp) / "layers.parquet"

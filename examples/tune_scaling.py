@@ -21,6 +21,7 @@ from pathlib import Path
 from hetray.actors.tune import run_sweep
 
 from hetray import runtime
+from hetray.core.ray_args import add_ray_arguments
 from hetray.experiments.grid import Grid, load_grid, smoke_grid
 from hetray.experiments.registry import EXPERIMENTS
 from hetray.experiments.report import render_report
@@ -41,7 +42,7 @@ def grid_for(name: str, grids: Path, *, smoke: bool, one_trial: bool) -> Grid:
 def main() -> None:
     """Parse flags, connect, sweep each experiment, render the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default=None, help="None, auto, host:port or ray://host:port")
+    add_ray_arguments(parser)
     parser.add_argument("--experiments", default="planner,pipeline,heta,mspipe",
                         help="comma-separated subset of " + ",".join(EXPERIMENTS))
     parser.add_argument("--grids", type=Path, default=EXAMPLES / "grids")
@@ -52,8 +53,9 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
-    local = None if args.address else runtime.LocalRayOptions(num_cpus=4, include_dashboard=False)
-    runtime.connect(args.address, local=local)
+    embedded = runtime.resolve_address(args.address) == runtime.LOCAL_ADDRESS
+    local = runtime.LocalRayOptions(num_cpus=4, include_dashboard=False) if embedded else None
+    runtime.connect(args.address, local=local, ship_project=args.ship_project)
     total = 0
     for name in args.experiments.split(","):
         grid = grid_for(name, args.grids, smoke=args.smoke, one_trial=args.one_trial)

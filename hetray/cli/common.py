@@ -30,16 +30,13 @@ import click
 
 from hetray.cli.errors import handle_errors as handle_errors  # every command's error path
 from hetray.core.config import config_to_yaml, load_config, with_overrides
+from hetray.core.ray_args import ADDRESS_HELP as RAY_ADDRESS_HELP
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C")
 
-ADDRESS_HELP = (
-    "Ray to use: omit for $RAY_ADDRESS when set (as in a 'ray job submit' job), else an "
-    "embedded local Ray; 'local' for an embedded Ray always; 'auto' for the cluster started "
-    "on this machine; 'host:port' for a cluster's GCS; 'ray://host:port' for a Ray client "
-    "session. Token auth: export RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH."
-)
+ADDRESS_HELP = (f"{RAY_ADDRESS_HELP}. Token auth: export RAY_AUTH_MODE=token and "
+                "RAY_AUTH_TOKEN_PATH.")
 
 
 def address_option(func: F) -> F:
