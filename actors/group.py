@@ -15,12 +15,17 @@ fetchers, planner workers) is one of these, started by :func:`create_group`. Eac
   same bundles; :meth:`RayActorGroup.restart_worker` replaces one.
 - **Shutdown**: every worker's ``shutdown()`` runs first (a final checkpoint), with
   ``patience_s`` in all; then the actors are killed and the placement group removed.
+- **Names**: worker ``i`` of a group with role ``<system>/<role>`` is the named actor
+  ``<system>/<role>/<i>@<group id>.<start>`` in the connection's namespace (``hetray``); the
+  suffix keeps concurrent runs (Tune trials) and restarted workers apart. Its ``repr`` is its
+  name, so the Ray dashboard and log prefixes say which worker it is.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -86,14 +91,18 @@ class RayActorGroup(BlockingCalls[W]):
         placement: where they run.
         on_failure: the group's typed error for a dead or raising worker.
         timeout_s: how long one wait for results may take.
+        role: ``<system>/<role>`` in the workers' actor names (default: the class name).
     """
 
     def __init__(self, worker_cls: type[W], init: Callable[[int, int], WorkerInit], *,
                  num_workers: int, placement: GroupPlacement,
                  on_failure: FailureFactory | None = None,
-                 timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> None:
+                 timeout_s: float = DEFAULT_CALL_TIMEOUT_S, role: str = "") -> None:
         self.worker_cls = worker_cls
-        self._remote_cls = ray.remote(worker_cls)
+        self._remote_cls = ray.remote(_named(worker_cls))
+        self.role = role or worker_cls.__name__
+        self._group_id = uuid.uuid4().hex[:8]
+        self._starts = 0
         self._init = init
         self._num = num_workers
         self.placement = placement
@@ -122,9 +131,15 @@ class RayActorGroup(BlockingCalls[W]):
         self.actors = [self._start_one(i) for i in range(self._num)]
         self._await_ping(list(range(self._num)))
 
+    def actor_name(self, index: int) -> str:
+        """The Ray actor name the next start of worker ``index`` gets."""
+        return f"{self.role}/{index}@{self._group_id}.{self._starts}"
+
     def _start_one(self, index: int) -> Any:
         init = self._init(index, self.generation)
         options = self.placement.options_of(index)
+        options["name"] = self.actor_name(index)
+        self._starts += 1
         if self.placement_group is not None:
             options.update(bundle_options(self.placement_group, index))
         return self._remote_cls.options(**options).remote(*init.args, **init.kwargs)
@@ -240,11 +255,23 @@ class RayActorGroup(BlockingCalls[W]):
         self.shutdown()
 
 
+def _actor_repr(self: object) -> str:
+    """A worker actor's repr: its actor name (``<system>/<role>/<i>@...``)."""
+    return ray.get_runtime_context().get_actor_name() or type(self).__name__
+
+
+def _named(worker_cls: type[W]) -> type[W]:
+    """``worker_cls`` with :func:`_actor_repr` as ``__repr__`` (Ray shows it for the actor)."""
+    attributes = {"__repr__": _actor_repr, "__module__": worker_cls.__module__,
+                  "__qualname__": worker_cls.__qualname__, "__doc__": worker_cls.__doc__}
+    return type(worker_cls.__name__, (worker_cls,), attributes)
+
+
 def create_group(worker_cls: type[W],
                  inits: Sequence[WorkerInit] | Callable[[int, int], WorkerInit], *,
                  placement: GroupPlacement, num_workers: int | None = None,
                  on_failure: FailureFactory | None = None,
-                 timeout_s: float = DEFAULT_CALL_TIMEOUT_S) -> ActorGroup[W]:
+                 timeout_s: float = DEFAULT_CALL_TIMEOUT_S, role: str = "") -> ActorGroup[W]:
     """Start a group of ``worker_cls`` as Ray actors.
 
     Args:
@@ -255,6 +282,7 @@ def create_group(worker_cls: type[W],
         num_workers: workers when ``inits`` is a function.
         on_failure: the group's typed error for a dead or raising worker.
         timeout_s: how long one wait for results may take.
+        role: ``<system>/<role>`` in the workers' actor names.
 
     Raises:
         PlacementTimeoutError: the bundles were not placed in time (nothing is left behind).
@@ -262,7 +290,7 @@ def create_group(worker_cls: type[W],
     """
     count = len(inits) if isinstance(inits, Sequence) else int(num_workers or 0)
     group = RayActorGroup(worker_cls, init_function(inits), num_workers=count, placement=placement,
-                          on_failure=on_failure, timeout_s=timeout_s)
+                          on_failure=on_failure, timeout_s=timeout_s, role=role)
     try:
         group.start()
     except BaseException:

@@ -92,4 +92,4 @@ class RayBackend:
         placement = GroupPlacement(bundles=({"CPU": holder_cpus},) * config.num_partitions,
                                    strategy="SPREAD", options=remote_options(holder_cpus))
         return create_group(RayHolderWorker, inits, placement=placement,
-                            on_failure=PartitionHolderError)
+                            on_failure=PartitionHolderError, role="heta/holder")

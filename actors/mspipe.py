@@ -58,15 +58,15 @@ class RayBackend:
     def memory_stores(self, inits: Sequence[WorkerInit],
                       num_cpus: float) -> ActorGroup[MemoryStoreWorker]:
         """``P`` shard actors; a dead or raising one fails as ``MemoryStoreError``."""
-        return create_group(MemoryStoreWorker, inits, on_failure=shard_failure,
+        return create_group(MemoryStoreWorker, inits, on_failure=shard_failure, role="mspipe/store",
                             placement=GroupPlacement(options=memory_store_options(num_cpus)))
 
     def samplers(self, init: WorkerInit, num_cpus: float) -> ActorGroup[SamplerWorker]:
         """One sampler actor."""
-        return create_group(SamplerWorker, [init],
+        return create_group(SamplerWorker, [init], role="mspipe/sampler",
                             placement=GroupPlacement(options=prefetch_options(num_cpus)))
 
     def fetchers(self, init: WorkerInit, num_cpus: float) -> ActorGroup[FetcherWorker]:
         """One feature-fetch actor."""
-        return create_group(FetcherWorker, [init],
+        return create_group(FetcherWorker, [init], role="mspipe/fetcher",
                             placement=GroupPlacement(options=prefetch_options(num_cpus)))

@@ -242,7 +242,7 @@ class StageActorGroup(RayActorGroup[RayPipelineStage]):
     def __init__(self, endpoints: list[Endpoint], init: Callable[[int, int], WorkerInit], *,
                  placement: GroupPlacement, on_failure: FailureFactory) -> None:
         super().__init__(RayPipelineStage, init, num_workers=len(endpoints),
-                         placement=placement, on_failure=on_failure)
+                         placement=placement, on_failure=on_failure, role="pipeline/stage")
         self.endpoints = endpoints
 
     def start(self) -> None:

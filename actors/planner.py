@@ -75,7 +75,7 @@ class RayBackend:
         placement = GroupPlacement(options=cost_model_options(config.resources.cost_model_cpus))
         return create_group(
             CostModelServer, [WorkerInit.of(problem.cluster, problem.model, problem.measurements)],
-            placement=placement, timeout_s=config.call_timeout_s)
+            placement=placement, timeout_s=config.call_timeout_s, role="planner/cost-model")
 
     def searchers(self, problem: PlanProblem, config: RunConfig,
                   cost_model: ActorGroup[CostModelServer] | None) -> ActorGroup[SearchWorker]:
@@ -97,4 +97,4 @@ class RayBackend:
         init = WorkerInit.of(dataclasses.replace(problem, measurements=()), cost_model.actors[0])
         placement = GroupPlacement(options=search_worker_options(resources.search_worker_cpus))
         return create_group(RaySearchWorker, [init] * count, placement=placement,
-                            timeout_s=config.call_timeout_s)
+                            timeout_s=config.call_timeout_s, role="planner/search")

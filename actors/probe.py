@@ -82,7 +82,7 @@ def probe_nodes(nodes: Sequence[NodeResources], timeout_s: float = 120.0) -> lis
     """
     placement = GroupPlacement(options=tuple(remote_options(n.node_id) for n in nodes))
     with create_group(DeviceProbe, [WorkerInit()] * len(nodes), placement=placement,
-                      timeout_s=timeout_s) as probes:
+                      timeout_s=timeout_s, role="cluster/probe") as probes:
         reports = probes.execute(DeviceProbe.report)
     logger.info("probed %d nodes", len(reports))
     return reports

@@ -13,7 +13,7 @@ from hetray.cli.main import cli
 from hetray.cluster import load_cluster_spec
 from tests.conftest import REPO
 
-COMMANDS = [[], ["info"], ["cluster-spec"], ["demo"], ["plan"], ["profile"], ["train"],
+COMMANDS = [[], ["info"], ["status"], ["cluster-spec"], ["demo"], ["plan"], ["profile"], ["train"],
             ["train", "heta"], ["train", "mspipe"], ["train", "pipeline"], ["tune"], ["report"]]
 NO_ADDRESS = {(), ("cluster-spec",), ("profile",), ("train",), ("report",)}
 TRAIN_SYSTEMS = ["heta", "mspipe", "pipeline"]
@@ -31,7 +31,8 @@ def test_every_command_has_help(command):
 
 def test_top_level_help_lists_every_command():
     result = CliRunner().invoke(cli, ["--help"])
-    for name in ("info", "cluster-spec", "demo", "plan", "profile", "train", "tune", "report"):
+    for name in ("info", "status", "cluster-spec", "demo", "plan", "profile", "train", "tune",
+                 "report"):
         assert f"  {name} " in result.output
 
 
@@ -126,6 +127,25 @@ def test_info_and_cluster_spec_from_ray(ray_shared, tmp_path):
     assert spec.exit_code == 0, spec.output
     loaded = load_cluster_spec(out)
     assert [g.device_model for g in loaded.clusters[0].node_groups] == ["CPU"]
+
+
+def test_status_lists_the_live_hetray_actors(ray_shared):
+    from hetray.actors.group import GroupPlacement, create_group
+
+    from hetray.core.group import WorkerInit
+
+    class Idle:
+        def ping(self) -> None:
+            """Answers."""
+
+    with create_group(Idle, [WorkerInit()] * 2, placement=GroupPlacement(
+            options={"num_cpus": 0.1}), role="test/idle") as group:
+        result = CliRunner().invoke(cli, ["status"])
+        assert result.exit_code == 0, result.output
+        rows = [line.split() for line in result.output.splitlines() if "idle" in line]
+        assert [row[:3] for row in rows] == [["test", "idle", "0"], ["test", "idle", "1"]]
+        assert all(row[-1] == "ALIVE" for row in rows)
+        assert group.num_workers == 2
 
 
 def test_unreachable_address_exits_1_naming_it():

@@ -147,6 +147,29 @@ def cluster_spec(
         click.echo(f"wrote {out} ({spec.num_devices} devices in {len(spec.clusters)} cluster(s))")
 
 
+@cli.command(epilog="""\b
+Examples:
+  hetray status --address auto
+  hetray status --address ray://HEAD:10001
+""")
+@address_option
+@click.option("--timeout-s", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="How long each actor may take to answer.")
+@handle_errors
+def status(address: str | None, ship_project: bool, timeout_s: float) -> None:
+    """List the live hetray actors of the cluster (system, role, index, run) and their health."""
+    from hetray.actors.status import hetray_actors
+    from hetray.cluster.render import table
+
+    connect(address, ship_project)
+    actors = hetray_actors(timeout_s)
+    if not actors:
+        click.echo("no hetray actors are running")
+        return
+    click.echo(table(["system", "role", "index", "run", "state"],
+                     [[a.system, a.role, a.index, a.group, a.state] for a in actors]))
+
+
 @cli.command()
 @address_option
 @handle_errors

@@ -102,3 +102,26 @@ def test_default_failure_names_the_worker_class(tmp_path):
                          placement=GroupPlacement(options={"num_cpus": 0.25}))
     with group, pytest.raises(ActorFailedError, match="Worker 0 failed"):
         group.execute(Worker.fail)
+
+
+class Reporter:
+    """Says its own repr (as Ray shows it in the dashboard and log prefixes)."""
+
+    def me(self) -> str:
+        return repr(self)
+
+
+def test_workers_are_named_by_system_role_and_index_and_say_so(tmp_path):
+    placement = GroupPlacement(options={"num_cpus": 0.1})
+    with create_group(Reporter, [WorkerInit()] * 2, placement=placement,
+                      role="test/reporter") as group, \
+            create_group(Reporter, [WorkerInit()], placement=placement,
+                         role="test/reporter") as twin:
+        names = group.execute(Reporter.me)
+        assert [n.split("@")[0] for n in names] == ["test/reporter/0", "test/reporter/1"]
+        live = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                if a["namespace"] == "hetray"}
+        assert set(names) | set(twin.execute(Reporter.me)) <= live
+        before = names[1]
+        group.restart_worker(1)  # a replacement gets a fresh name: no clash with the dying one
+        assert group.execute_single(1, Reporter.me) not in (before, names[0])
