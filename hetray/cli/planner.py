@@ -22,9 +22,15 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
 )
-from hetray.planner.measurements import save_measurements
+from hetray.planner.measurements import load_measurements, save_measurements
 from hetray.planner.plan import plan_to_json
-from hetray.planner.report import RunReport, baselines_table, plan_table, pruned_table
+from hetray.planner.report import (
+    RunReport,
+    baselines_table,
+    correction_summary,
+    plan_table,
+    pruned_table,
+)
 from hetray.planner.rf_model import ResidualForest, fit_with_holdout, save_forest
 from hetray.planner.run import Backend, LocalBackend, RunConfig, run
 
@@ -92,6 +98,11 @@ def plan_command(ctx: click.Context, config_file: Path | None, print_config: boo
         backend = RayBackend()
     report = run(config, backend)
     _print_report(report, explain)
+    if config.measurements is not None:
+        records = load_measurements(config.measurements)
+        for line in correction_summary(report, frozenset(r.device_model for r in records),
+                                       len(records)):
+            click.echo(line, err=line.startswith("warning"))
     if out is not None:
         out.write_text(plan_to_json(report.best.plan), encoding="utf-8")
         click.echo(f"wrote {out}")

@@ -130,3 +130,32 @@ def baselines_table(report: RunReport) -> str:
 def pruned_table(result: SearchResult) -> str:
     """Branches each principle pruned, by principle name."""
     return "\n".join(f"{name:<40}{count:>16,}" for name, count in sorted(result.pruned.items()))
+
+
+def correction_summary(report: RunReport, measured_devices: frozenset[str],
+                       num_measurements: int) -> list[str]:
+    """What the RF correction did (``hetray plan --measurements``): lines to print.
+
+    Args:
+        report: the run's report (its ``cost_model`` is the held-out fit).
+        measured_devices: device models the measurements were taken on.
+        num_measurements: measurements read.
+
+    Returns:
+        How many measurements of which devices corrected the cost model and its held-out
+        error; a warning line when the best plan runs on devices none were taken on (their
+        times stay analytical: trees do not extrapolate to devices they never saw).
+    """
+    fit = report.cost_model
+    devices = ", ".join(sorted(measured_devices)) or "none"
+    lines = [f"RF correction: {num_measurements} measurements on {devices}"]
+    if fit is not None and fit.num_holdout:
+        lines[0] += (f"; held-out MAPE ({fit.num_holdout} points): analytical "
+                     f"{fit.mape_analytical:.1f}%, RF-corrected {fit.mape_rf:.1f}%")
+    planned = sorted({s.devices.device_model for s in report.best.plan.stages})
+    unmeasured = [d for d in planned if d not in measured_devices]
+    if unmeasured:
+        lines.append(f"warning: the plan runs on {', '.join(unmeasured)}, which no measurement "
+                     "covers; their times are the analytical model's (profile those devices "
+                     "with 'hetray profile' on them to correct them)")
+    return lines

@@ -55,6 +55,12 @@ def test_profile_writes_measurements_and_reports_mape(tmp_path):
     assert "held-out MAPE" in result.output
     assert len(load_measurements(out)) == 8
     assert (tmp_path / "f.skops").is_file()
+    planned = CliRunner().invoke(cli, ["plan", "--measurements", str(out), "--global-batch",
+                                       "32", "--max-stages", "2", "--budget-evals", "20",
+                                       "--no-baselines"])
+    assert planned.exit_code == 0, planned.output
+    assert "RF correction: 8 measurements on CPU" in planned.output
+    assert "warning: the plan runs on A100-80GB" in planned.output
 
 
 def test_demo_plans_gpt_on_two_clusters_without_ray(capsys):
