@@ -14,6 +14,7 @@ from hetray.pipeline.schedules import Schedule
 from hetray.planner.handoff import default_plan, local_spec, pipeline_config
 from hetray.planner.measurements import load_measurements
 from hetray.planner.plan import plan_to_json
+from tests.progress import assert_progress_before
 
 
 def test_help_lists_the_flags_and_examples():
@@ -88,6 +89,7 @@ def test_tiny_run_reports_loss_throughput_busy_and_writes_measurements(ray_share
         "--measurements-out", str(records)])
     assert result.exit_code == 0, result.output
     assert "tokens/s" in result.output
+    assert_progress_before(result.output, "1f1b p=2: ", "tokens/s")
     assert "busy fraction: stage 0" in result.output
     summary = json.loads(out.read_text())
     assert len(summary["loss"]) == 3

@@ -13,7 +13,6 @@ import logging
 from pathlib import Path
 
 import click
-from tqdm import tqdm
 
 from hetray.cli.common import (
     address_option,
@@ -23,6 +22,7 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
 )
+from hetray.cli.progress import Bar
 from hetray.graph.datasets import load_dataset
 from hetray.heta.driver import EpochReport
 from hetray.heta.holder import Mode
@@ -62,12 +62,11 @@ class _Bar(Progress):
 
     def __init__(self, config: RunConfig) -> None:
         self.epochs = config.train.epochs
-        self.bar = tqdm(desc=f"{config.mode.value} x{config.num_partitions}", unit="step")
+        self.bar = Bar(f"{config.mode.value} x{config.num_partitions}", unit="step")
 
     def on_step(self, done: int, total: int) -> None:
         if self.bar.total is None:
-            self.bar.total = total * self.epochs
-            self.bar.refresh()
+            self.bar.set_total(total * self.epochs)
         self.bar.update(1)
 
     def on_epoch(self, report: EpochReport) -> None:

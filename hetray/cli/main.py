@@ -15,6 +15,7 @@ import click
 
 from hetray.cli.common import address_option, connect, handle_errors
 from hetray.cli.lazy import LazyGroup
+from hetray.cli.progress import set_quiet
 from hetray.core.limits import DEFAULT_LIMITS, parse_limits, raise_limits
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,9 +37,11 @@ F = TypeVar("F", bound=Callable[..., Any])
               help="Raise a size limit for this command (repeatable), e.g. "
                    "--limit cluster_nodes=50000; limits: " + ", ".join(
                        f"{k} ({v:,})" for k, v in DEFAULT_LIMITS.items()) + ".")
+@click.option("--quiet", is_flag=True, help="No progress bars or progress lines (results "
+                                            "and errors still print).")
 @click.version_option(package_name="hetray")
 @handle_errors
-def cli(log_level: str, limits: tuple[str, ...]) -> None:
+def cli(log_level: str, limits: tuple[str, ...], quiet: bool) -> None:
     """hetray: train graph and large models across heterogeneous Ray clusters.
 
     Every command that needs Ray takes --address; without it hetray starts an embedded
@@ -49,6 +52,7 @@ def cli(log_level: str, limits: tuple[str, ...]) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("hetray").setLevel(log_level)
     raise_limits(parse_limits(",".join(limits), "--limit"))
+    set_quiet(quiet)
 
 
 def _connect_and_probe(address: str | None, ship_project: bool) -> tuple[Any, list[Any], list[Any]]:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from tqdm import tqdm
 
 from hetray.cli.common import (
     address_option,
@@ -28,6 +27,7 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
 )
+from hetray.cli.progress import Bar
 from hetray.mspipe.fit import Progress, TrainConfig
 from hetray.mspipe.report import RunReport
 from hetray.mspipe.run import Backend, DataConfig, ModelChoice, RunConfig, StoreConfig, run
@@ -75,7 +75,7 @@ def _bars() -> Iterator[Progress]:
     def start(name: str, num_events: int) -> None:
         if "bar" in state:
             state["bar"].close()
-        state["bar"] = tqdm(total=num_events, desc=name, unit="ev", leave=False)
+        state["bar"] = Bar(name, total=num_events, unit="ev")
 
     try:
         yield Progress(start=start, advance=lambda n: state["bar"].update(n))

@@ -20,6 +20,7 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
 )
+from hetray.cli.progress import Bar
 from hetray.core.errors import InfeasiblePlanError
 from hetray.models.gpt_config import GPT_PRESETS, gpt_preset
 from hetray.pipeline.report import RunReport, StepReport
@@ -84,16 +85,13 @@ def _print(out: dict[str, Any]) -> None:
 
 def _train(config: RunConfig) -> RunReport:
     """Run ``config`` on the connected Ray with a progress bar; the report."""
-    from tqdm import tqdm
-
     from hetray.actors.pipeline import RayBackend
 
     pipe = config.pipeline
-    with tqdm(total=config.train.steps, desc=f"{pipe.schedule.value} p={len(pipe.stages)}",
-              unit="step") as bar:
+    with Bar(f"{pipe.schedule.value} p={len(pipe.stages)}", total=config.train.steps,
+             unit="step") as bar:
         def on_step(step: StepReport) -> None:
-            bar.set_postfix(loss=f"{step.loss:.3f}", tok_s=f"{step.tokens_per_s:,.0f}")
-            bar.update(1)
+            bar.update(loss=f"{step.loss:.3f}", tok_s=f"{step.tokens_per_s:,.0f}")
 
         return run(config, RayBackend(), on_step)
 

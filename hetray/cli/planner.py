@@ -22,7 +22,8 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
 )
-from hetray.planner.measurements import load_measurements, save_measurements
+from hetray.cli.progress import Bar
+from hetray.planner.measurements import Measurement, load_measurements, save_measurements
 from hetray.planner.plan import plan_to_json
 from hetray.planner.report import (
     RunReport,
@@ -32,7 +33,9 @@ from hetray.planner.report import (
     pruned_table,
 )
 from hetray.planner.rf_model import ResidualForest, fit_with_holdout, save_forest
-from hetray.planner.run import Backend, LocalBackend, RunConfig, run
+from hetray.planner.run import Backend, LocalBackend, RunConfig, open_driver, run
+from hetray.planner.scoring import SearchResult
+from hetray.planner.worker import SearchMethod
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +99,18 @@ def plan_command(ctx: click.Context, config_file: Path | None, print_config: boo
         from hetray.actors.planner import RayBackend
 
         backend = RayBackend()
-    report = run(config, backend)
+    methods = [m.value for m in (SearchMethod.MCTS, *config.baselines)]
+    with open_driver(config, backend) as driver, \
+            Bar("plan search", total=len(methods), unit="method") as bar:
+        bar.write(f"searching: mcts (up to {config.budget_s:g} s or {config.budget_evals} "
+                  f"evaluations){', then ' + ', '.join(methods[1:]) if methods[1:] else ''}")
+
+        def on_method(result: SearchResult) -> None:
+            bar.update(method=result.method, evaluations=result.num_evaluations,
+                       s=f"{result.search_s:.1f}")
+
+        driver.progress = on_method
+        report = driver.run()
     _print_report(report, explain)
     if config.measurements is not None:
         records = load_measurements(config.measurements)
@@ -154,7 +168,13 @@ def profile_command(out: Path, micro_batches: str, seq_lens: str, hidden_sizes: 
 
     config = ProfileConfig(microbatch_sizes=_ints(micro_batches), seq_lens=_ints(seq_lens),
                            hidden_sizes=_ints(hidden_sizes), repeats=repeats)
-    records = run_profile(config)
+    with Bar("profile", unit="point") as bar:
+        def on_point(record: Measurement, total: int) -> None:
+            bar.set_total(total)
+            bar.update(h=record.hidden_size, s=record.seq_len, b=record.microbatch_size,
+                       ms=f"{1e3 * record.measured_s:.2f}")
+
+        records = run_profile(config, on_point)
     save_measurements(out, records)
     click.echo(f"wrote {len(records)} measurements to {out}")
     forest, fit = fit_with_holdout(records)

@@ -23,6 +23,7 @@ import logging
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -121,20 +122,28 @@ def _matmul_peak_flops(size: int = 512, repeats: int = 5) -> float:
     return 2.0 * size**3 / best
 
 
-def run_profile(config: ProfileConfig) -> list[Measurement]:
-    """Measure every grid point on this host's CPU; returns one ``layer`` record per point."""
+def run_profile(config: ProfileConfig,
+                progress: Callable[[Measurement, int], None] | None = None) -> list[Measurement]:
+    """Measure every grid point on this host's CPU; returns one ``layer`` record per point.
+
+    Args:
+        config: the grid.
+        progress: called after each point with its record and the number of points.
+    """
     previous = torch.get_num_threads()
     torch.set_num_threads(config.num_threads)
     try:
-        return _run_grid(config)
+        return _run_grid(config, progress)
     finally:
         torch.set_num_threads(previous)
 
 
-def _run_grid(config: ProfileConfig) -> list[Measurement]:
+def _run_grid(config: ProfileConfig,
+              progress: Callable[[Measurement, int], None] | None) -> list[Measurement]:
     spec = dataclasses.replace(measure_cpu_spec(), fp32_flops=_matmul_peak_flops())
     records = []
-    grid = itertools.product(config.hidden_sizes, config.seq_lens, config.microbatch_sizes)
+    grid = list(itertools.product(config.hidden_sizes, config.seq_lens,
+                                  config.microbatch_sizes))
     for hidden, seq, batch in grid:
         model = layer_model(hidden, config.num_heads, seq)
         measured = time_layer(hidden, config.num_heads, seq, batch, config.repeats,
@@ -145,6 +154,8 @@ def _run_grid(config: ProfileConfig) -> list[Measurement]:
             num_heads=config.num_heads, ffn_size=4 * hidden, seq_len=seq, microbatch_size=batch,
             analytical_compute_s=analytical_layer_s(spec, model, batch),
             analytical_s=analytical_layer_s(spec, model, batch), measured_s=measured))
+        if progress is not None:
+            progress(records[-1], len(grid))
         logger.debug("profiled h=%d s=%d b=%d: %.3g s", hidden, seq, batch, measured)
-    logger.info("profiled %d grid points on %s", len(records), spec.source)
+    logger.info("profiled %d grid points (%s)", len(records), spec.source)
     return records

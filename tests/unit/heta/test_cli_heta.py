@@ -3,6 +3,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from hetray.cli.main import cli
+from tests.progress import assert_progress_before
 
 
 def test_train_heta_help_lists_the_flags():
@@ -33,3 +34,12 @@ def test_print_config_applies_the_flags_given():
     assert "gbit_per_s: 10.0" in result.output
     assert "- 4\n" in result.output
     assert "Examples" in CliRunner().invoke(cli, ["train", "heta", "--help"]).output
+
+
+def test_a_run_shows_its_steps_and_epochs_before_the_result(ray_shared, tmp_path):
+    result = CliRunner().invoke(cli, ["train", "heta", "--dataset", "synthetic-mag:10000",
+                                      "--partitions", "2", "--epochs", "1", "--batch-size",
+                                      "512", "--holder-cpus", "0.5", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert_progress_before(result.output, "raf x2: ", "test_acc")
+    assert_progress_before(result.output, "epoch ", "test_acc")

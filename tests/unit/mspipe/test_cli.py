@@ -11,6 +11,7 @@ from hetray.core.config import load_config
 from hetray.mspipe.run import RunConfig
 from hetray.mspipe.staleness import PipelineMode
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
+from tests.progress import assert_progress_before
 
 
 def test_train_mspipe_sequential_reports_metrics(tmp_path):
@@ -24,6 +25,7 @@ def test_train_mspipe_sequential_reports_metrics(tmp_path):
         "--json-out", str(out)])
     assert result.exit_code == 0, result.output
     assert "test: AP" in result.output
+    assert_progress_before(result.output, " ev", "test: AP")
     assert "events/s" in result.output
     assert "observed staleness (iterations): k=0:" in result.output
     data = json.loads(out.read_text())

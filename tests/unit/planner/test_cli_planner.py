@@ -10,6 +10,7 @@ from hetray.planner.measurements import load_measurements
 from hetray.planner.plan import plan_from_json
 from hetray.planner.run import RunConfig
 from tests.conftest import REPO
+from tests.progress import assert_progress_before
 
 SPEC = str(REPO / "cluster_configs/specs/two-cluster-16.yaml")
 
@@ -52,6 +53,7 @@ def test_profile_writes_measurements_and_reports_mape(tmp_path):
                                       "--seq-lens", "16,32", "--hidden-sizes", "32,64",
                                       "--repeats", "1", "--forest-out", str(tmp_path / "f.skops")])
     assert result.exit_code == 0, result.output
+    assert_progress_before(result.output, "profile: ", "wrote")
     assert "held-out MAPE" in result.output
     assert len(load_measurements(out)) == 8
     assert (tmp_path / "f.skops").is_file()
@@ -59,6 +61,7 @@ def test_profile_writes_measurements_and_reports_mape(tmp_path):
                                        "32", "--max-stages", "2", "--budget-evals", "20",
                                        "--no-baselines"])
     assert planned.exit_code == 0, planned.output
+    assert_progress_before(planned.output, "plan search: ", "== plan (")
     assert "RF correction: 8 measurements on CPU" in planned.output
     assert "warning: the plan runs on A100-80GB" in planned.output
 
