@@ -23,6 +23,7 @@ flag is an override. This module imports neither torch nor Ray.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,6 +85,42 @@ def resolve_run_config(ctx: click.Context, cls: type[C], config_file: Path | Non
             value = ctx.params[param]
             overrides[dotted] = converters[param](value) if param in converters else value
     return with_overrides(config, overrides, "command line")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoResult:
+    """One row of ``hetray demo``'s closing table: a system's number against its baseline.
+
+    Attributes:
+        system: the system's name.
+        measure: what is compared, with its unit.
+        ours: hetray's number.
+        baseline: what it is compared with (``"greedy"``, ``"chance"``).
+        baseline_value: the baseline's number.
+        higher_is_better: whether a larger number wins.
+    """
+
+    system: str
+    measure: str
+    ours: float
+    baseline: str
+    baseline_value: float
+    higher_is_better: bool = True
+
+    @property
+    def beats_baseline(self) -> bool:
+        """Hetray's number is better than the baseline's."""
+        if self.higher_is_better:
+            return self.ours > self.baseline_value
+        return self.ours < self.baseline_value
+
+    def row(self) -> list[str]:
+        """The table row: system, measure, hetray, baseline, ratio and verdict."""
+        high, low = max(self.ours, self.baseline_value), min(self.ours, self.baseline_value)
+        ratio = high / low if low > 0 else float("inf")
+        verdict = f"{ratio:.2f}x better" if self.beats_baseline else f"{ratio:.2f}x WORSE"
+        return [self.system, self.measure, f"{self.ours:,.4g}",
+                f"{self.baseline} {self.baseline_value:,.4g}", verdict]
 
 
 def echo_config(config: object) -> None:

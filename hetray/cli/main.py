@@ -187,7 +187,7 @@ def demo(address: str | None, ship_project: bool) -> None:
 
     from hetray.cluster.from_ray import LinkDefaults, spec_from_ray_nodes
     from hetray.cluster.loader import dump_cluster_spec
-    from hetray.cluster.render import spec_summary
+    from hetray.cluster.render import spec_summary, table
 
     connection, nodes, reports = _connect_and_probe(address, ship_project)
     click.echo("== cluster ==")
@@ -198,10 +198,15 @@ def demo(address: str | None, ship_project: bool) -> None:
     click.echo(dump_cluster_spec(spec), nl=False)
     click.echo()
     click.echo(spec_summary(spec))
+    results = []
     for module, title in DEMO_PARTS:
         click.echo()
         click.echo(f"== {title} ==")
-        import_module(module).demo()
+        results.append(import_module(module).demo())
+    click.echo()
+    click.echo("== summary: each system against its baseline ==")
+    click.echo(table(["system", "measure", "hetray", "baseline", "result"],
+                     [r.row() for r in results]))
 
 
 #: The systems ``hetray demo`` runs, in order: CLI module (with a ``demo()``) and title.

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from hetray.cli.common import (
+    DemoResult,
     address_option,
     config_options,
     connect,
@@ -22,9 +23,9 @@ from hetray.cli.common import (
 )
 from hetray.cli.progress import Bar
 from hetray.core.errors import InfeasiblePlanError
-from hetray.models.gpt_config import GPT_PRESETS, gpt_preset
+from hetray.models.gpt_config import GPT_PRESETS, GPTConfig, gpt_preset
 from hetray.pipeline.report import RunReport, StepReport
-from hetray.pipeline.run import DEFAULT_MODEL, RunConfig, TrainConfig, run
+from hetray.pipeline.run import DEFAULT_MODEL, ResourceConfig, RunConfig, TrainConfig, run
 from hetray.pipeline.schedules import Schedule
 
 #: Flags that are fields of the run config (the rest say where the pipeline layout comes from).
@@ -170,13 +171,25 @@ def _write_measurements(path: Path, plan: Any, spec: Any, config: RunConfig,
     click.echo(f"wrote {len(records)} step measurements to {path}")
 
 
-def demo() -> None:
-    """A few pipeline steps for ``hetray demo`` (Ray must be connected)."""
+def demo() -> DemoResult:
+    """Virtual-1F1B vs 1F1B over an emulated 20 ms, 1 Gbit/s link (Ray must be connected).
+
+    The benchmark's shape (``benchmarks/pipeline.py``): 2 sites, m = 16 micro-batches of 4.
+    """
     from hetray.actors.pipeline import RayBackend
     from hetray.planner import handoff
 
-    base = RunConfig(train=TrainConfig(steps=3))
+    model = GPTConfig(num_layers=4, hidden=64, heads=4, seq_len=64, vocab=256, ffn=256)
+    base = RunConfig(model=model, train=TrainConfig(steps=6, keep_state=False),
+                     resources=ResourceConfig(cpus_per_replica=0.25, device_units=0.25))
     spec = handoff.local_spec()
-    plan = handoff.default_plan(spec, base.model.num_layers, schedule=Schedule.VIRTUAL_1F1B,
-                                num_microbatches=4, microbatch_size=2)
-    _print(run(handoff.pipeline_config(plan, spec, base), RayBackend()).to_dict())
+    tokens_per_s = {}
+    for schedule in (Schedule.VIRTUAL_1F1B, Schedule.ONE_F_ONE_B):
+        plan = handoff.default_plan(spec, model.num_layers, schedule=schedule,
+                                    num_microbatches=16, microbatch_size=4)
+        out = run(handoff.pipeline_config(plan, spec, base), RayBackend()).to_dict()
+        _print(out)
+        tokens_per_s[schedule] = out["tokens_per_s"]
+    return DemoResult(system="pipeline", measure="tokens/s over a 20 ms link",
+                      ours=tokens_per_s[Schedule.VIRTUAL_1F1B], baseline="1f1b",
+                      baseline_value=tokens_per_s[Schedule.ONE_F_ONE_B])

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from hetray.cli.common import (
+    DemoResult,
     address_option,
     config_options,
     connect,
@@ -186,7 +187,7 @@ def profile_command(out: Path, micro_batches: str, seq_lens: str, hidden_sizes: 
         click.echo(f"wrote forest to {forest_out}")
 
 
-def demo() -> None:
+def demo() -> DemoResult:
     """The planning part of ``hetray demo``: gpt-1.3b on two-cluster-16, a 3 s budget."""
     report = run(RunConfig(cluster="two-cluster-16", model="gpt-1.3b", global_batch=64,
                            max_stages=4, budget_s=3.0, budget_evals=400))
@@ -194,3 +195,7 @@ def demo() -> None:
                f"({report.search.num_evaluations} evaluations, {report.search.search_s:.1f} s)")
     click.echo(plan_table(report.best))
     click.echo(baselines_table(report))
+    greedy = next(b for b in report.baselines if b.method == SearchMethod.GREEDY.value)
+    return DemoResult(system="planner", measure="predicted tokens/s of the best plan",
+                      ours=report.best.tokens_per_s, baseline="greedy",
+                      baseline_value=greedy.best.tokens_per_s if greedy.best else 0.0)

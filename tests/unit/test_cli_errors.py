@@ -121,3 +121,16 @@ def test_the_limit_flag_reaches_the_command(tmp_path, monkeypatch):
                                       "--limit", "cluster_devices=200000",
                                       "cluster-spec", str(spec)])
     assert raised.exit_code == 0, raised.output
+
+
+def test_demo_rows_say_which_side_wins_by_how_much():
+    from hetray.cli.common import DemoResult
+
+    fewer_bytes = DemoResult(system="heta", measure="kB", ours=100.0, baseline="vanilla",
+                             baseline_value=2500.0, higher_is_better=False)
+    assert fewer_bytes.beats_baseline
+    assert fewer_bytes.row()[-1] == "25.00x better"
+    slower = DemoResult(system="pipeline", measure="tokens/s", ours=90.0, baseline="1f1b",
+                        baseline_value=100.0)
+    assert not slower.beats_baseline
+    assert slower.row()[-1] == "1.11x WORSE"
