@@ -75,7 +75,12 @@ def _print_cluster(connection: Any, nodes: list[Any], reports: list[Any]) -> Non
     click.echo(devices_table([(r.node_id, r.devices) for r in reports]))
 
 
-@cli.command()
+@cli.command(epilog="""\b
+Examples:
+  hetray info                         # the embedded local Ray
+  hetray info --address auto          # the cluster started on this machine
+  hetray info --address ray://HEAD:10001
+""")
 @address_option
 @handle_errors
 def info(address: str | None, ship_project: bool) -> None:
@@ -106,7 +111,12 @@ def _link_option(name: str, default: tuple[float, float], what: str) -> Callable
     )
 
 
-@cli.command("cluster-spec")
+@cli.command("cluster-spec", epilog="""\b
+Examples:
+  hetray cluster-spec cluster_configs/specs/two-cluster-16.yaml     # validate and summarise
+  hetray cluster-spec --from-ray --address auto --out my-cluster.yaml
+  hetray cluster-spec --from-ray --cross-cluster 0.002 25           # 2 ms, 25 Gbit/s
+""")
 @click.argument("spec_file", required=False, type=click.Path(path_type=Path))
 @click.option("--from-ray", is_flag=True, help="Describe the live Ray cluster instead of a file.")
 @address_option
@@ -174,7 +184,11 @@ def status(address: str | None, ship_project: bool, timeout_s: float) -> None:
                      [[a.system, a.role, a.index, a.group, a.state] for a in actors]))
 
 
-@cli.command()
+@cli.command(epilog="""\b
+Examples:
+  hetray demo                      # what `make demo` runs, on an embedded local Ray
+  hetray demo --address auto       # the same on the cluster started on this machine
+""")
 @address_option
 @handle_errors
 def demo(address: str | None, ship_project: bool) -> None:

@@ -155,10 +155,14 @@ Examples:
 @click.command("profile", epilog=PROFILE_EXAMPLES)
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Measurements file (.parquet or .json).")
-@click.option("--micro-batches", default="1,2,4,8", show_default=True)
-@click.option("--seq-lens", default="32,64,128,256", show_default=True)
-@click.option("--hidden-sizes", default="64,128,256,512", show_default=True)
-@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1))
+@click.option("--micro-batches", default="1,2,4,8", show_default=True,
+              help="Sequences per micro-batch to time (comma-separated grid axis).")
+@click.option("--seq-lens", default="32,64,128,256", show_default=True,
+              help="Sequence lengths in tokens to time (comma-separated grid axis).")
+@click.option("--hidden-sizes", default="64,128,256,512", show_default=True,
+              help="Hidden sizes D to time (comma-separated grid axis; heads = D / 64).")
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(min=1),
+              help="Timed repeats per grid point (the median is kept).")
 @click.option("--forest-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also fit the RF on all measurements and save it (skops).")
 @handle_errors

@@ -43,7 +43,13 @@ def _echo_table(experiment: str, table: Any) -> None:
     click.echo(table[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
 
-@click.command("tune")
+@click.command("tune", epilog="""\b
+Examples:
+  hetray tune planner --grid examples/grids/planner.yaml --smoke
+  hetray tune mspipe --grid examples/grids/mspipe.yaml --address auto --out results/tune
+  hetray tune mspipe --resume --out results/tune     # continue an interrupted sweep
+  hetray report results/tune                         # then plot it
+""")
 @click.argument("experiment", type=click.Choice(EXPERIMENT_NAMES))
 @click.option("--grid", "grid_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Grid YAML (see examples/grids/); required unless --resume.")
@@ -90,7 +96,11 @@ def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
         sys.exit(1)
 
 
-@click.command("report")
+@click.command("report", epilog="""\b
+Examples:
+  hetray report results/tune                  # every sweep under results/tune
+  hetray report results/tune/planner --out report/
+""")
 @click.argument("sweeps", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Report directory (default: SWEEPS/report).")
