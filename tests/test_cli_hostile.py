@@ -10,6 +10,11 @@ tracemalloc (an alias bomb or a 10**12-node allocation would blow far past the b
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -131,3 +136,36 @@ def test_hostile_file_ends_in_one_line_naming_it(name, tmp_path):
     assert lines[0].startswith(f"error: {path}"), lines[0]
     assert len(lines[0]) < 600
     assert peak < MAX_ALLOCATED_BYTES
+
+
+#: Set to run every case as a real ``hetray`` process, bounding its wall time and peak RSS.
+SUBPROCESS_ENV = "HETRAY_HOSTILE_SUBPROCESS"
+MAX_WALL_S = 5.0
+MAX_RSS_BYTES = 500 * 2**20
+
+
+@pytest.mark.skipif(not os.environ.get(SUBPROCESS_ENV),
+                    reason=f"set {SUBPROCESS_ENV}=1 to run each case as a hetray process")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_file_as_a_process_within_5_s_and_500_mb(name, tmp_path):
+    file_name, text, command = CASES[name]
+    path = tmp_path / file_name
+    path.write_text(text, encoding="utf-8")
+    wall_s, rss, code, stderr = run_measured([sys.executable, "-m", "hetray.cli",
+                                              *command(path)])
+    print(f"{name}: rc {code}, {wall_s:.2f} s, {rss / 2**20:.0f} MB")
+    assert code == 2, stderr
+    assert wall_s < MAX_WALL_S
+    assert rss < MAX_RSS_BYTES
+
+
+def run_measured(argv: list[str]) -> tuple[float, int, int, str]:
+    """Run ``argv``; its wall seconds, peak RSS bytes (``wait4``), exit code and stderr."""
+    began = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    return time.perf_counter() - began, usage.ru_maxrss * 1024, process.returncode, stderr
