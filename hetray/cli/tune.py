@@ -109,8 +109,14 @@ Examples:
                    "a missing directory is skipped).")
 @handle_errors
 def report_command(sweeps: Path, out: Path | None, benchmarks: Path | None) -> None:
-    """Render PNGs and one Markdown page for the sweeps under SWEEPS (or one sweep dir)."""
-    from hetray.experiments.report import BENCHMARKS_DIR, render_report
+    """Write report.html and report.md (with PNGs) for the sweeps under SWEEPS.
+
+    Per sweep: what it shows (its headline ratio against its issue's target), its plots and
+    its trials; per benchmark JSON: its headline numbers against their targets and its
+    results as grouped tables with units. SWEEPS is one sweep directory or a directory
+    holding several; with none in it, the page holds the benchmarks alone.
+    """
+    from hetray.experiments.report import BENCHMARKS_DIR, HTML_PAGE, render_report
 
     page = render_report(sweeps, out or sweeps / "report", benchmarks or BENCHMARKS_DIR)
-    click.echo(f"wrote {page}")
+    click.echo(f"wrote {page.with_name(HTML_PAGE)} and {page}")
