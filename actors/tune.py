@@ -147,7 +147,8 @@ def build_tuner(grid: Grid, *, out_dir: Path, num_samples: int, max_concurrent: 
     sweep_dir.mkdir(parents=True, exist_ok=True)
     record = {"experiment": grid.experiment, "params": grid.params,
               "resources": asdict(grid.resources), "source": grid.source,
-              "num_samples": num_samples, "max_concurrent": max_concurrent}
+              "num_samples": num_samples, "max_concurrent": max_concurrent,
+              "smoke": grid.smoke}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
     space = {k: tune.grid_search(v) if len(v) > 1 else v[0] for k, v in grid.params.items()}
     return tune.Tuner(
@@ -162,7 +163,8 @@ def saved_grid(sweep_dir: Path) -> Grid:
     """The grid a sweep directory was started with (from its ``sweep.json``)."""
     record = json.loads((Path(sweep_dir) / SWEEP_FILE).read_text(encoding="utf-8"))
     return Grid(experiment=record["experiment"], params=record["params"],
-                resources=TrialResources(**record["resources"]), source=record["source"])
+                resources=TrialResources(**record["resources"]), source=record["source"],
+                smoke=bool(record.get("smoke", False)))
 
 
 def restore_tuner(sweep_dir: Path) -> tune.Tuner:

@@ -68,12 +68,14 @@ class Grid:
         params: per parameter, the values to sweep (one value = fixed).
         resources: per-trial resources.
         source: where it came from (file path or a label).
+        smoke: made by :func:`smoke_grid` (tiny sizes that check the plumbing).
     """
 
     experiment: str
     params: dict[str, list[Scalar]]
     resources: TrialResources = field(default_factory=TrialResources)
     source: str = ""
+    smoke: bool = False
 
     @property
     def num_trials(self) -> int:
@@ -154,4 +156,4 @@ def smoke_grid(grid: Grid, spec: ExperimentSpec) -> Grid:
     for key, param in spec.params.items():
         if param.smoke is not None:
             params[key] = [param.smoke]
-    return replace(grid, params=params)
+    return replace(grid, params=params, smoke=True)
