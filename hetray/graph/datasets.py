@@ -34,7 +34,7 @@ def load_dataset(spec: str) -> HeteroGraph:
         try:
             edges = int(float(parts[0]))
             seed = int(parts[1]) if len(parts) > 1 else 0
-        except ValueError as err:
+        except (ValueError, OverflowError) as err:  # "x", "nan", "inf"
             raise ConfigError("--dataset", "dataset", spec,
                               "synthetic-mag:EDGES[:SEED] with integers") from err
         return synthetic_mag(num_edges=edges, seed=seed)

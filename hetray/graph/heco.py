@@ -4,6 +4,11 @@ See each directory's ``PROVENANCE.md``: edge lists are tab-separated 0-based id 
 features are scipy sparse ``.npz`` (DBLP ``t_feat.npz`` is really a dense ``.npy``),
 labels and splits are ``.npy``. Every relation is loaded with its reverse.
 
+Every malformed file (truncated, pickled, wrong shape or dtype, fractional or out-of-range
+ids and labels, NaN/inf features, an empty split) raises one
+:class:`~hetray.core.errors.GraphDataError` naming it; feature widths and the class count are
+checked against the ``feature_dim`` limit (:mod:`hetray.core.limits`) before allocation.
+
 ==========  ========  ==========================================  ======================
 dataset     target    relations (file: src -> dst, plus reverse)   featureless types
 ==========  ========  ==========================================  ======================
@@ -16,16 +21,28 @@ heco_dblp   author    pa.txt paper->author, pc.txt paper->conf,    conference
 from __future__ import annotations
 
 import logging
+import lzma
+import struct
+import tokenize
+import warnings
+import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from hetray.core.errors import GraphDataError
+from hetray.core.limits import check_limit
 from hetray.core.untrusted import UNREADABLE, load_array_file
-from hetray.graph.hetero import HeteroGraph, build_heterograph, check_edges
+from hetray.graph.hetero import (
+    HeteroGraph,
+    build_heterograph,
+    check_edges,
+    check_features,
+    check_target,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +63,29 @@ _SPECS = {
 }
 
 
+#: What decoding hostile ``.npy``/``.npz``/``.pt`` bytes raises besides :data:`UNREADABLE`:
+#: numpy parses the ``.npy`` header with ``ast.literal_eval`` (SyntaxError,
+#: tokenize.TokenError), torch's weights-only unpickler fails with IndexError on a truncated
+#: stack, a header that claims terabytes fails to allocate, a corrupt zip member fails to
+#: inflate (zlib, lzma) or names an unknown compression (NotImplementedError). None of it
+#: means anything but "unreadable file".
+DECODE_ERRORS = (*UNREADABLE, MemoryError, SyntaxError, IndexError, OverflowError,
+                 NotImplementedError, tokenize.TokenError, struct.error, UnicodeDecodeError,
+                 zlib.error, lzma.LZMAError)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _wide(values: np.ndarray) -> np.ndarray:
+    """``values`` as float64 for checking; a signalling NaN read from a file casts quietly."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return values.astype(np.float64)
+
+
 def _require(path: Path) -> Path:
     if not path.is_file():
         raise GraphDataError(str(path), "*", None, "file is missing")
@@ -53,49 +93,121 @@ def _require(path: Path) -> Path:
 
 
 def _edge_pairs(path: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tab-separated id pairs; read as float64 so an overflowing id is seen, not wrapped."""
     try:
-        pairs = np.loadtxt(_require(path), dtype=np.int64, delimiter="\t", ndmin=2)
-    except ValueError as err:
-        raise GraphDataError(str(path), "0/1", None, f"not tab-separated integers: {err}") from err
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # an empty file: no edges
+            pairs = np.loadtxt(_require(path), dtype=np.float64, delimiter="\t", ndmin=2)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise GraphDataError(str(path), "0/1", None,
+                             f"not tab-separated integers: {_one_line(err)}") from err
+    if pairs.size == 0:
+        pairs = pairs.reshape(0, 2)
     if pairs.shape[1] != 2:
         raise GraphDataError(str(path), "*", pairs.shape[1], "expected 2 columns")
-    return torch.from_numpy(pairs[:, 0].copy()), torch.from_numpy(pairs[:, 1].copy())
+    bad = np.flatnonzero(~((pairs == np.round(pairs)) & (np.abs(pairs) < 2**53)).all(axis=1))
+    if len(bad):
+        raise GraphDataError(str(path), f"row {int(bad[0]) + 1}", pairs[bad[0]].tolist(),
+                             "not tab-separated integers (node ids)")
+    ids = pairs.astype(np.int64)
+    return torch.from_numpy(ids[:, 0].copy()), torch.from_numpy(ids[:, 1].copy())
 
 
-def _features(path: Path, num_nodes: int) -> torch.Tensor:
-    loaded = _load(path)
-    if isinstance(loaded, np.ndarray):
-        dense = _numeric(path, loaded)
-    else:
-        loaded.close()
-        try:
-            dense = sp.load_npz(path).toarray()  # scipy reads npz without pickle
-        except UNREADABLE as err:
-            raise GraphDataError(str(path), "*", type(err).__name__,
-                                 f"not a scipy sparse .npz matrix: {err}") from err
-    if dense.ndim != 2 or dense.shape[0] != num_nodes:
-        raise GraphDataError(str(path), "rows", dense.shape, f"expected ({num_nodes}, D)")
-    return torch.from_numpy(dense.astype(np.float32))
-
-
-def _load(path: Path) -> Any:
-    """An ``.npy`` array or ``.npz`` archive at ``path`` (never unpickled)."""
+def _sparse(path: Path, handle: BinaryIO, num_nodes: int) -> np.ndarray:
+    """The dense ``(num_nodes, D)`` array of a scipy sparse ``.npz`` (shape checked first)."""
     try:
-        return load_array_file(_require(path))
-    except UNREADABLE as err:
+        handle.seek(0)
+        matrix = sp.load_npz(handle)  # scipy reads npz without pickle
+        if hasattr(matrix, "check_format"):
+            matrix.check_format(full_check=True)  # bad indices would write out of bounds
+    except DECODE_ERRORS as err:
         raise GraphDataError(str(path), "*", type(err).__name__,
-                             f"not a numeric .npy/.npz file: {err}") from err
+                             f"not a scipy sparse .npz matrix: {_one_line(err)}") from err
+    _check_shape(path, matrix.shape, num_nodes)
+    return matrix.toarray()
+
+
+def _check_shape(path: Path, shape: tuple[int, ...], num_nodes: int) -> None:
+    if len(shape) != 2 or shape[0] != num_nodes:
+        raise GraphDataError(str(path), "rows", shape, f"expected ({num_nodes}, D)")
+    check_limit("feature_dim", int(shape[1]), str(path), "columns")
+
+
+def _features(path: Path, ntype: str, num_nodes: int) -> torch.Tensor:
+    with _open(path) as handle:
+        loaded = _load(path, handle)
+        if isinstance(loaded, np.ndarray):
+            dense = _numeric(path, loaded)
+            _check_shape(path, dense.shape, num_nodes)
+        else:
+            loaded.close()
+            dense = _sparse(path, handle, num_nodes)
+    dense = _numeric(path, dense)
+    wide = _wide(dense)
+    bad = np.flatnonzero(~(np.abs(wide) <= _FLOAT32_MAX).all(axis=1))
+    if len(bad):
+        raise GraphDataError(str(path), f"row {int(bad[0])}", wide[bad[0]].tolist(),
+                             "features must be finite float32 numbers")
+    feat = torch.from_numpy(dense.astype(np.float32))
+    check_features(str(path), ntype, feat, num_nodes)
+    return feat
+
+
+def _open(path: Path) -> BinaryIO:
+    """``path`` opened for reading (closed by the caller's ``with``, also when numpy fails)."""
+    try:
+        return _require(path).open("rb")
+    except OSError as err:
+        raise GraphDataError(str(path), "*", type(err).__name__,
+                             f"cannot read: {_one_line(err)}") from err
+
+
+def _load(path: Path, handle: BinaryIO) -> Any:
+    """The ``.npy`` array or ``.npz`` archive in ``handle``, opened from ``path`` (no pickle)."""
+    try:
+        with warnings.catch_warnings():
+            # numpy warns (and parses on) when a header needs its Python 2 fallback.
+            warnings.simplefilter("ignore", UserWarning)
+            return load_array_file(handle)
+    except DECODE_ERRORS as err:
+        raise GraphDataError(str(path), "*", type(err).__name__,
+                             f"not a numeric .npy/.npz file: {_one_line(err)}") from err
 
 
 def _ids(path: Path) -> torch.Tensor:
-    return torch.from_numpy(_numeric(path, _load(path)).astype(np.int64).reshape(-1))
+    """A 1-d int64 tensor from an ``.npy`` of integer values (floats must be whole)."""
+    with _open(path) as handle:
+        values = _numeric(path, _load(path, handle))
+    if values.ndim != 1:
+        raise GraphDataError(str(path), "*", values.shape, "expected a 1-d array")
+    wide = _wide(values)
+    bad = np.flatnonzero(~np.isfinite(wide) | (wide != np.round(wide)) | (np.abs(wide) > 2**53))
+    if len(bad):
+        raise GraphDataError(str(path), f"row {int(bad[0])}", values[bad[0]].tolist(),
+                             "expected a whole number")
+    return torch.from_numpy(values.astype(np.int64))
 
 
 def _numeric(path: Path, loaded: Any) -> np.ndarray:
     if not isinstance(loaded, np.ndarray) or loaded.dtype.kind not in "fiub":
+        if hasattr(loaded, "close"):
+            loaded.close()
         raise GraphDataError(str(path), "*", getattr(loaded, "dtype", type(loaded).__name__),
                              "expected a numeric array")
     return loaded
+
+
+def _labels(path: Path, num_target: int) -> tuple[torch.Tensor, int]:
+    """Labels of the target type and the class count ``max + 1``."""
+    labels = _ids(path)
+    if labels.numel() != num_target or not labels.numel():
+        raise GraphDataError(str(path), "*", labels.numel(),
+                             f"expected {num_target} labels, one per target node")
+    if int(labels.min()) < 0:
+        raise GraphDataError(str(path), "*", int(labels.min()), "labels must be >= 0")
+    num_classes = int(labels.max()) + 1
+    check_limit("feature_dim", num_classes, str(path), "labels (largest + 1 = classes)")
+    return labels, num_classes
 
 
 def load_heco(root: Path, *, name: str | None = None, labels_per_class: int = 20) -> HeteroGraph:
@@ -124,13 +236,16 @@ def load_heco(root: Path, *, name: str | None = None, labels_per_class: int = 20
         check_edges(str(root / fname), {(src_t, stem, dst_t): (src, dst)}, num_nodes)
         edges[(src_t, stem, dst_t)] = (src, dst)
         edges[(dst_t, f"rev_{stem}", src_t)] = (dst, src)
-    feats = {nt: _features(root / f, num_nodes[nt]) for nt, f in spec["features"].items()}
-    labels_path = root / "labels.npy"
-    labels = torch.from_numpy(_numeric(labels_path, _load(labels_path)).astype(np.int64))
-    split = {f"{s}_idx": _ids(root / f"{s}_{labels_per_class}.npy")
-             for s in ("train", "val", "test")}
+    feats = {nt: _features(root / f, nt, num_nodes[nt]) for nt, f in spec["features"].items()}
+    labels, num_classes = _labels(root / "labels.npy", num_nodes[spec["target"]])
+    split = {}
+    for part in ("train", "val", "test"):
+        path = root / f"{part}_{labels_per_class}.npy"
+        split[f"{part}_idx"] = _ids(path)
+        check_target(str(path), labels, num_classes, {f"{part}_idx": split[f"{part}_idx"]},
+                     num_nodes[spec["target"]])
     logger.info("loaded %s from %s", name, root)
     return HeteroGraph(
         name=name, graph=build_heterograph(str(root), edges, num_nodes), features=feats,
-        target_type=spec["target"], labels=labels, num_classes=int(labels.max()) + 1, **split,
+        target_type=spec["target"], labels=labels, num_classes=num_classes, **split,
     )

@@ -23,11 +23,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from numbers import Integral
 
 import dgl
 import torch
 
 from hetray.core.errors import GraphDataError
+from hetray.core.limits import check_limit
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +67,11 @@ class HeteroGraph:
             raise GraphDataError(self.name, "target_type", self.target_type,
                                  f"not a node type; have {sorted(self.graph.ntypes)}")
         for ntype, feat in self.features.items():
-            _check_features(self.name, ntype, feat, self.num_nodes(ntype) if ntype in
-                            self.graph.ntypes else -1)
-        n_target = self.num_nodes(self.target_type)
-        _check_ids(self.name, "labels", self.labels, self.num_classes, expect_len=n_target)
-        for split, ids in (("train_idx", self.train_idx), ("val_idx", self.val_idx),
-                           ("test_idx", self.test_idx)):
-            _check_ids(self.name, split, ids, n_target, expect_len=None)
+            check_features(self.name, ntype, feat, self.num_nodes(ntype) if ntype in
+                           self.graph.ntypes else -1)
+        check_target(self.name, self.labels, self.num_classes,
+                     {"train_idx": self.train_idx, "val_idx": self.val_idx,
+                      "test_idx": self.test_idx}, self.num_nodes(self.target_type))
 
     @property
     def relations(self) -> list[Relation]:
@@ -97,7 +97,11 @@ class HeteroGraph:
         return indptr.long(), indices.long()
 
 
-def _check_features(source: str, ntype: str, feat: torch.Tensor, num_nodes: int) -> None:
+def check_features(source: str, ntype: str, feat: torch.Tensor, num_nodes: int) -> None:
+    """Raise :class:`GraphDataError` unless ``feat`` is finite float32 ``(num_nodes, D)``.
+
+    ``num_nodes < 0`` means ``ntype`` is not a node type of the graph.
+    """
     column = f"features[{ntype}]"
     if num_nodes < 0:
         raise GraphDataError(source, column, ntype, "features given for an unknown node type")
@@ -106,6 +110,36 @@ def _check_features(source: str, ntype: str, feat: torch.Tensor, num_nodes: int)
     if feat.dim() != 2 or feat.shape[0] != num_nodes:
         raise GraphDataError(source, column, tuple(feat.shape),
                              f"expected shape ({num_nodes}, D)")
+    check_limit("feature_dim", int(feat.shape[1]), source, column)
+    finite = torch.isfinite(feat).all(dim=1)
+    if not bool(finite.all()):
+        row = int(torch.nonzero(~finite)[0, 0])
+        raise GraphDataError(source, column, feat[row].tolist(),
+                             f"node {row}: features must be finite (no NaN or inf)")
+
+
+def check_target(source: str, labels: torch.Tensor, num_classes: int,
+                 splits: Mapping[str, torch.Tensor], num_target: int) -> None:
+    """Raise :class:`GraphDataError` unless labels and the train/val/test ids are usable.
+
+    Args:
+        source: the file (or dataset) named in the error.
+        labels: int64 ``(num_target,)`` class ids in ``[0, num_classes)``.
+        num_classes: ``C``, at least 1 and within the ``feature_dim`` limit (the width of
+            the classifier's output).
+        splits: ``train_idx``/``val_idx``/``test_idx``: int64 ids in ``[0, num_target)``,
+            none empty (an empty split trains or scores on nothing: loss NaN, accuracy 0).
+        num_target: ``N`` of the target type.
+    """
+    if isinstance(num_classes, bool) or not isinstance(num_classes, Integral) or num_classes < 1:
+        raise GraphDataError(source, "num_classes", num_classes, "an integer >= 1")
+    check_limit("feature_dim", int(num_classes), source, "num_classes")
+    _check_ids(source, "labels", labels, num_classes, expect_len=num_target)
+    for split, ids in splits.items():
+        _check_ids(source, split, ids, num_target, expect_len=None)
+        if not ids.numel():
+            raise GraphDataError(source, split, 0, "the split is empty; every split needs "
+                                                   "at least one target node")
 
 
 def _check_ids(source: str, column: str, ids: torch.Tensor, upper: int,
@@ -167,7 +201,12 @@ def build_heterograph(
         GraphDataError: an id is out of range for its node type (names relation and column).
     """
     check_edges(source, edges, num_nodes)
-    return dgl.heterograph(dict(edges), dict(num_nodes))
+    try:
+        return dgl.heterograph(dict(edges), dict(num_nodes))
+    except dgl.DGLError as err:  # e.g. a relation named like a node type
+        raise GraphDataError(source, "relations", sorted(edges),
+                             f"not a valid heterograph: {' '.join(str(err).split())[:300]}"
+                             ) from err
 
 
 def check_edges(

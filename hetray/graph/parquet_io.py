@@ -9,7 +9,10 @@ Layout of a dataset directory::
     edges/<src>__<rel>__<dst>.parquet src int64, dst int64
 
 Every malformed input raises :class:`~hetray.core.errors.GraphDataError` naming the file,
-the column and the value.
+the column and the value: an unreadable or truncated table or ``schema.json``, a missing
+column, a wrong dtype, a null, an id out of range, NaN/inf features, an empty split. Counts
+(``num_nodes``, ``feature_dim``, ``num_classes``, table rows) are checked against
+:mod:`hetray.core.limits` before anything is allocated.
 """
 
 from __future__ import annotations
@@ -23,9 +26,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from hetray.core.errors import GraphDataError
+from hetray.core.errors import ConfigError, GraphDataError, HetrayError
+from hetray.core.limits import check_limit
+from hetray.core.strict_text import parse_json, read_config_text
 from hetray.core.untrusted import check_file_name
-from hetray.graph.hetero import HeteroGraph, Relation, build_heterograph, check_edges
+from hetray.graph.hetero import (
+    HeteroGraph,
+    Relation,
+    build_heterograph,
+    check_edges,
+    check_features,
+    check_target,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,19 +81,36 @@ def write_parquet(hg: HeteroGraph, root: Path) -> None:
     logger.info("wrote %s to %s", hg.name, root)
 
 
-def _read_table(path: Path) -> pa.Table:
+def _read_table(path: Path, limit_name: str) -> pa.Table:
+    """The table at ``path``; its row count is checked against ``limit_name`` before reading."""
     if not path.is_file():
         raise GraphDataError(str(path), "*", None, "table file is missing")
-    return pq.read_table(path)
+    try:
+        with pq.ParquetFile(path) as handle:
+            check_limit(limit_name, handle.metadata.num_rows, str(path), "rows")
+            return handle.read()
+    except HetrayError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, MemoryError) as err:
+        raise GraphDataError(str(path), "*", type(err).__name__,
+                             f"not a readable Parquet file: {_one_line(err)}") from err
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= 300 else text[:300] + "..."
 
 
 def _column(path: Path, table: pa.Table, name: str, dtype: pa.DataType) -> pa.Array:
     if name not in table.column_names:
         raise GraphDataError(str(path), name, None,
-                             f"column missing; have {table.column_names}")
+                             f"column missing; have {table.column_names[:20]}")
     col = table.column(name).combine_chunks()
     if not col.type.equals(dtype):
         raise GraphDataError(str(path), name, str(col.type), f"expected dtype {dtype}")
+    values = col.flatten() if pa.types.is_fixed_size_list(dtype) else col
+    if col.null_count or values.null_count:
+        raise GraphDataError(str(path), name, None, "holds nulls; every row needs a value")
     return col
 
 
@@ -90,19 +119,19 @@ def _read_schema(root: Path) -> dict:
     if not path.is_file():
         raise GraphDataError(str(path), "*", None, "schema file is missing")
     try:
-        schema = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise GraphDataError(str(path), "*", type(err).__name__,
-                             f"not readable JSON: {err}") from err
+        schema = parse_json(read_config_text(path), str(path))
+    except ConfigError as err:
+        raise GraphDataError(str(path), err.field, err.value, err.allowed) from err
     if not isinstance(schema, dict):
         raise GraphDataError(str(path), "*", type(schema).__name__, "expected a JSON object")
     for key in ("name", "target_type", "num_classes", "node_types", "relations"):
         if key not in schema:
             raise GraphDataError(str(path), key, None, "missing key")
-    _check_names(path, schema)
     if schema.get("schema_version") != SCHEMA_VERSION:
         raise GraphDataError(str(path), "schema_version", schema.get("schema_version"),
                              f"expected {SCHEMA_VERSION}")
+    _check_names(path, schema)
+    _check_sizes(path, schema)
     return schema
 
 
@@ -119,56 +148,95 @@ def _check_names(path: Path, schema: dict) -> None:
                                  "expected [src_type, relation, dst_type]")
         for j, part in enumerate(rel):
             check_file_name(str(path), f"relations[{i}][{j}]", part)
+    for key in ("name", "target_type"):
+        if not isinstance(schema[key], str):
+            raise GraphDataError(str(path), key, schema[key], "expected a string")
+    if schema["target_type"] not in schema["node_types"]:
+        raise GraphDataError(str(path), "target_type", schema["target_type"],
+                             f"not among node_types {sorted(schema['node_types'])[:20]}")
 
 
-def _read_nodes(path: Path, num_nodes: int,
+def _count(path: Path, field: str, value: object, limit_name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise GraphDataError(str(path), field, value, f"expected an integer >= {low}")
+    return check_limit(limit_name, value, str(path), field)
+
+
+def _check_sizes(path: Path, schema: dict) -> None:
+    """Counts are integers within :mod:`hetray.core.limits` (checked before any allocation)."""
+    _count(path, "num_classes", schema["num_classes"], "feature_dim", 1)
+    for nt, info in schema["node_types"].items():
+        if not isinstance(info, dict) or set(info) != {"num_nodes", "feature_dim"}:
+            raise GraphDataError(str(path), f"node_types.{nt}", info,
+                                 'expected {"num_nodes": N, "feature_dim": D}')
+        _count(path, f"node_types.{nt}.num_nodes", info["num_nodes"], "graph_nodes", 0)
+        _count(path, f"node_types.{nt}.feature_dim", info["feature_dim"], "feature_dim", 0)
+
+
+def _read_nodes(path: Path, ntype: str, num_nodes: int,
                 feature_dim: int) -> tuple[pa.Table, torch.Tensor | None]:
-    table = _read_table(path)
+    table = _read_table(path, "graph_nodes")
     node_id = _column(path, table, "node_id", pa.int64()).to_numpy()
-    if len(node_id) != num_nodes or not np.array_equal(node_id, np.arange(num_nodes)):
-        bad = len(node_id) if len(node_id) != num_nodes else int(
-            node_id[np.argmax(node_id != np.arange(num_nodes))])
-        raise GraphDataError(str(path), "node_id", bad, f"expected ids 0..{num_nodes - 1} in order")
+    if len(node_id) != num_nodes:
+        raise GraphDataError(str(path), "node_id", len(node_id),
+                             f"expected {num_nodes} rows (schema.json num_nodes)")
+    wrong = np.flatnonzero(node_id != np.arange(num_nodes))
+    if len(wrong):
+        raise GraphDataError(str(path), "node_id", int(node_id[wrong[0]]),
+                             f"row {int(wrong[0])}: expected ids 0..{num_nodes - 1} in order")
     if feature_dim == 0:
         return table, None
     col = _column(path, table, "feat", pa.list_(pa.float32(), feature_dim))
     flat = col.flatten().to_numpy(zero_copy_only=False)
-    return table, torch.from_numpy(flat.reshape(num_nodes, feature_dim).copy())
+    feat = torch.from_numpy(flat.reshape(num_nodes, feature_dim).copy())
+    check_features(str(path), ntype, feat, num_nodes)
+    return table, feat
+
+
+def _read_target(path: Path, table: pa.Table, schema: dict,
+                 num_target: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Labels and the split ids of the target node table, validated against its file."""
+    labels = torch.from_numpy(_column(path, table, "label", pa.int64()).to_numpy().copy())
+    split = torch.from_numpy(_column(path, table, "split", pa.int8()).to_numpy().copy())
+    unknown = torch.nonzero((split < 0) | (split > max(_SPLITS.values()))).flatten()
+    if unknown.numel():
+        raise GraphDataError(str(path), "split", int(split[unknown[0]]),
+                             f"row {int(unknown[0])}: expected 0 none, 1 train, 2 val, 3 test")
+    splits = {attr: torch.nonzero(split == code).flatten() for attr, code in _SPLITS.items()}
+    check_target(str(path), labels, schema["num_classes"], splits, num_target)
+    return labels, splits
 
 
 def read_parquet(root: Path) -> HeteroGraph:
     """Read a dataset directory written by :func:`write_parquet`.
 
     Raises:
-        GraphDataError: missing table, missing column, wrong dtype or id out of range.
+        GraphDataError: missing or unreadable table, missing column, wrong dtype, a null,
+            an id out of range, non-finite features, an empty split (names the file).
+        ConfigError: a node-type or relation name that is not a plain file name, or a count
+            past :mod:`hetray.core.limits` (names the file).
     """
     schema = _read_schema(root)
-    num_nodes = {nt: int(v["num_nodes"]) for nt, v in schema["node_types"].items()}
-    features, target_table = {}, None
+    num_nodes = {nt: info["num_nodes"] for nt, info in schema["node_types"].items()}
+    features, target = {}, None
     for nt, info in schema["node_types"].items():
         path = root / "nodes" / f"{nt}.parquet"
-        table, feat = _read_nodes(path, num_nodes[nt], int(info["feature_dim"]))
+        table, feat = _read_nodes(path, nt, num_nodes[nt], info["feature_dim"])
         if feat is not None:
             features[nt] = feat
         if nt == schema["target_type"]:
-            target_table = (path, table)
-    if target_table is None:
-        raise GraphDataError(str(root / "schema.json"), "target_type", schema["target_type"],
-                             "not among node_types")
+            target = _read_target(path, table, schema, num_nodes[nt])
     edges = {}
     for rel in (tuple(r) for r in schema["relations"]):
         path = _edge_file(root, rel)
-        table = _read_table(path)
+        table = _read_table(path, "graph_edges")
         src = torch.from_numpy(_column(path, table, "src", pa.int64()).to_numpy().copy())
         dst = torch.from_numpy(_column(path, table, "dst", pa.int64()).to_numpy().copy())
         check_edges(str(path), {rel: (src, dst)}, num_nodes)
         edges[rel] = (src, dst)
-    path, table = target_table
-    labels = torch.from_numpy(_column(path, table, "label", pa.int64()).to_numpy().copy())
-    split = torch.from_numpy(_column(path, table, "split", pa.int8()).to_numpy().copy())
-    splits = {attr: torch.nonzero(split == code).flatten() for attr, code in _SPLITS.items()}
+    labels, splits = target
     return HeteroGraph(
-        name=str(schema["name"]), graph=build_heterograph(str(root), edges, num_nodes),
-        features=features, target_type=str(schema["target_type"]), labels=labels,
-        num_classes=int(schema["num_classes"]), **splits,
+        name=schema["name"], graph=build_heterograph(str(root), edges, num_nodes),
+        features=features, target_type=schema["target_type"], labels=labels,
+        num_classes=schema["num_classes"], **splits,
     )

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from hetray.core.errors import ConfigError
+from hetray.core.limits import check_limit
 from hetray.graph.hetero import HeteroGraph, build_heterograph
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,15 @@ def _relation(rng: np.random.Generator, num_edges: int, src: tuple[np.ndarray, n
     return s, _endpoints(rng, dst_cls, dst_w, want)
 
 
+def _check_sizes(num_edges: int, num_classes: int, feature_dim: int) -> None:
+    if not 10_000 <= num_edges <= 10_000_000:
+        raise ConfigError("synthetic_mag", "num_edges", num_edges, "10_000 .. 10_000_000")
+    if num_classes < 2:
+        raise ConfigError("synthetic_mag", "num_classes", num_classes, ">= 2")
+    check_limit("feature_dim", feature_dim, "synthetic_mag", "feature_dim")
+    check_limit("feature_dim", num_classes, "synthetic_mag", "num_classes")
+
+
 def synthetic_mag(
     *, num_edges: int, seed: int, num_classes: int = 8, feature_dim: int = 64,
     homophily: float = 0.7, feature_signal: float = 0.35,
@@ -79,12 +89,10 @@ def synthetic_mag(
         The graph; splits are a random 60/20/20 of papers.
 
     Raises:
-        ConfigError: ``num_edges`` outside 10^4 .. 10^7 or ``num_classes < 2``.
+        ConfigError: ``num_edges`` outside 10^4 .. 10^7, ``num_classes < 2``, or
+            ``feature_dim`` / ``num_classes`` past the ``feature_dim`` limit.
     """
-    if not 10_000 <= num_edges <= 10_000_000:
-        raise ConfigError("synthetic_mag", "num_edges", num_edges, "10_000 .. 10_000_000")
-    if num_classes < 2:
-        raise ConfigError("synthetic_mag", "num_classes", num_classes, ">= 2")
+    _check_sizes(num_edges, num_classes, feature_dim)
     rng = np.random.default_rng(seed)
     forward = num_edges // 2
     counts = {t: max(num_classes * 2, int(f * forward)) for t, f in _NODES_PER_EDGE.items()}

@@ -7,19 +7,32 @@ JODIE / TGN         ``ml_{name}.csv`` (index, ``u, i, ts, label, idx``) and    i
                     ``ml_{name}.npy`` edge features ``(E+1, D_e)``, row 0 pad  (1-based)
 TGL                 ``edges.csv`` (``,src,dst,time,ext_roll``) and optional    ids kept
                     ``edge_features.pt`` ``(E, D_e)``
-SNAP temporal       whitespace ``SRC DST UNIXTS`` (e.g. ``CollegeMsg.txt``)    compacted
+SNAP temporal       whitespace ``SRC DST UNIXTS`` (e.g. ``CollegeMsg.txt``),   compacted
+                    ``#`` comments
 Bitcoin OTC/Alpha   ``from,to,feature,time`` (header optional); the rating     compacted
                     /10 is a 1-d edge feature; rows are sorted by time because
                     Alpha ships unsorted
+Parquet             written by :meth:`~hetray.temporal.data.EventStream.       ids kept
+                    write_parquet`
 ==================  =========================================================  ============
 
 Every loader reports a malformed file as one :class:`~hetray.core.errors.TemporalDataError`
-naming the file, the 1-based line and the value.
+naming the file, the 1-based line of the text file (0: the file as a whole) and the value;
+blank lines (and SNAP's comment lines) are skipped but still counted. Sizes past the
+documented maxima (:mod:`hetray.core.limits`) are refused before anything is allocated.
 """
 
 from __future__ import annotations
 
+import io
 import logging
+import lzma
+import re
+import struct
+import tokenize
+import warnings
+import zlib
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
@@ -27,8 +40,9 @@ import numpy as np
 import pandas as pd
 
 from hetray.core.errors import TemporalDataError
+from hetray.core.limits import check_limit
 from hetray.core.untrusted import UNREADABLE, load_array_file, load_tensor_file
-from hetray.temporal.data import EventStream, validate_events
+from hetray.temporal.data import EventStream, one_line, validate_events
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +76,7 @@ def load_events(path: Path, fmt: EventFormat | None = None) -> EventStream:
 
     Raises:
         TemporalDataError: the file is missing or malformed.
+        ConfigError: the file claims more nodes, events or feature columns than the limits.
     """
     path = Path(path)
     if not path.is_file():
@@ -76,91 +91,164 @@ def load_events(path: Path, fmt: EventFormat | None = None) -> EventStream:
     return events
 
 
-def _numeric(frame: pd.DataFrame, column: str, path: Path, header_lines: int) -> np.ndarray:
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """The cells of a text table and where each row is in the file.
+
+    Attributes:
+        frame: str cells, one row per data line.
+        lines: int64 (R,) 1-based line of each row in the file.
+        header_line: 1-based line of the header, 0 when the file has none.
+    """
+
+    frame: pd.DataFrame
+    lines: np.ndarray
+    header_line: int
+
+
+#: What decoding hostile ``.npy``/``.pt`` bytes raises besides :data:`UNREADABLE`: numpy
+#: parses the header with ``ast.literal_eval`` (SyntaxError, tokenize.TokenError, ...), torch's
+#: weights-only unpickler fails with IndexError on a truncated stack, a header that claims
+#: terabytes fails to allocate, a corrupt zip member fails to inflate (zlib, lzma) or names an
+#: unknown compression. Nothing these decoders raise means anything but "unreadable".
+_DECODE_ERRORS = (*UNREADABLE, MemoryError, SyntaxError, IndexError, OverflowError,
+                  NotImplementedError, tokenize.TokenError, struct.error, UnicodeDecodeError,
+                  zlib.error, lzma.LZMAError)
+_COMMENT = b"#"
+_PARSER_LINE = re.compile(r"line (\d+)")
+
+
+def _data_lines(path: Path, comments: bool) -> tuple[list[bytes], np.ndarray]:
+    """Non-blank (and, with ``comments``, non-``#``) lines, stripped, with their 1-based numbers."""
+    try:
+        physical = path.read_bytes().split(b"\n")
+    except OSError as err:
+        raise TemporalDataError(str(path), 0, type(err).__name__,
+                                f"cannot read: {one_line(err)}") from err
+    keep = [i for i, line in enumerate(physical)
+            if line.strip() and not (comments and line.lstrip().startswith(_COMMENT))]
+    if not keep:
+        raise TemporalDataError(str(path), 0, path.name, "the file holds no events")
+    return [physical[i].strip() for i in keep], np.asarray(keep, np.int64) + 1
+
+
+def _read_rows(path: Path, *, header: bool, whitespace: bool = False) -> _Rows:
+    """Parse a CSV (or whitespace table) into str cells, keeping each row's file line."""
+    text, lines = _data_lines(path, comments=whitespace)
+    sep = r"\s+" if whitespace else ","
+    try:
+        frame = pd.read_csv(io.BytesIO(b"\n".join(text)), sep=sep, header=0 if header else None,
+                            dtype=str, keep_default_na=False, skip_blank_lines=False,
+                            comment="#" if whitespace else None, engine="c")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError,
+            ValueError) as err:
+        found = _PARSER_LINE.search(str(err))
+        line = int(lines[int(found.group(1)) - 1]) if found and int(
+            found.group(1)) <= len(lines) else 0
+        raise TemporalDataError(str(path), line, path.name,
+                                f"cannot parse: {one_line(err)}") from err
+    data_lines = lines[1:] if header else lines
+    if len(frame) != len(data_lines):
+        raise TemporalDataError(str(path), 0, len(frame),
+                                f"{len(data_lines)} data lines but {len(frame)} parsed rows "
+                                "(a quoted line break or a stray carriage return?)")
+    if not len(frame):
+        raise TemporalDataError(str(path), int(lines[0]), path.name, "the file holds no events")
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return _Rows(frame=frame, lines=data_lines, header_line=int(lines[0]) if header else 0)
+
+
+def _numeric(rows: _Rows, column: str, path: Path) -> np.ndarray:
     """Column as float64; the first non-numeric cell raises with its line number."""
+    frame = rows.frame
     if column not in frame.columns:
-        raise TemporalDataError(str(path), header_lines, list(frame.columns),
+        raise TemporalDataError(str(path), rows.header_line, list(frame.columns)[:20],
                                 f"missing column {column!r}")
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
     bad = np.flatnonzero(np.isnan(values))
     if len(bad):
         row = int(bad[0])
-        raise TemporalDataError(str(path), row + header_lines + 1, frame[column].iloc[row],
+        raise TemporalDataError(str(path), int(rows.lines[row]), frame[column].iloc[row],
                                 f"{column}: not a number")
     return values
 
 
-def _read_csv(path: Path, **kwargs: object) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, **kwargs)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise TemporalDataError(str(path), 0, path.name, f"cannot parse: {err}") from err
-
-
 def load_jodie(path: Path) -> EventStream:
     """Load the TGN-preprocessed ``ml_{name}.csv`` with ``ml_{name}.npy`` beside it."""
-    frame = _read_csv(path)
-    cols = {c: _numeric(frame, c, path, 1) for c in ("u", "i", "ts", "label", "idx")}
+    rows = _read_rows(path, header=True)
+    cols = {c: _numeric(rows, c, path) for c in ("u", "i", "ts", "label", "idx")}
     feat_path = path.with_suffix(".npy")
     if feat_path.is_file():
         table = _array(feat_path)
-        idx = cols["idx"].astype(np.int64)
-        over = np.flatnonzero((idx < 0) | (idx >= len(table)))
-        if len(over):
-            raise TemporalDataError(str(path), int(over[0]) + 2, int(idx[over[0]]),
+        idx = cols["idx"]
+        bad = np.flatnonzero((idx != np.round(idx)) | (idx < 0) | (idx >= len(table)))
+        if len(bad):
+            raise TemporalDataError(str(path), int(rows.lines[bad[0]]), float(idx[bad[0]]),
                                     f"idx: no such row in {feat_path.name} ({len(table)} rows)")
-        feat = table[idx].astype(np.float32)
+        feat = table[idx.astype(np.int64)]
     else:
-        feat = np.zeros((len(frame), 0), np.float32)
-    validate_events(cols["u"], cols["i"], cols["ts"], feat, source=str(path), row_offset=2)
+        feat = np.zeros((len(rows.frame), 0), np.float32)
     return EventStream.from_arrays(src=cols["u"], dst=cols["i"], t=cols["ts"], edge_feat=feat,
-                                   label=cols["label"], source=str(path))
+                                   label=cols["label"], source=str(path), lines=rows.lines)
 
 
 def load_tgl(path: Path) -> EventStream:
     """Load TGL's ``edges.csv`` (and ``edge_features.pt`` from the same folder if present)."""
-    frame = _read_csv(path)
-    cols = {c: _numeric(frame, c, path, 1) for c in ("src", "dst", "time")}
+    rows = _read_rows(path, header=True)
+    cols = {c: _numeric(rows, c, path) for c in ("src", "dst", "time")}
     feat_path = path.parent / "edge_features.pt"
     if feat_path.is_file():
         feat = _tensor(feat_path)
-        if len(feat) != len(frame):
-            raise TemporalDataError(str(feat_path), len(feat), feat.shape,
-                                    f"expected {len(frame)} feature rows, one per edge")
+        if len(feat) != len(rows.frame):
+            raise TemporalDataError(str(feat_path), 0, feat.shape,
+                                    f"expected {len(rows.frame)} feature rows, one per edge "
+                                    f"of {path.name}")
     else:
-        feat = np.zeros((len(frame), 0), np.float32)
-    validate_events(cols["src"], cols["dst"], cols["time"], feat, source=str(path),
-                    row_offset=2)
+        feat = np.zeros((len(rows.frame), 0), np.float32)
     return EventStream.from_arrays(src=cols["src"], dst=cols["dst"], t=cols["time"],
-                                   edge_feat=feat, source=str(path))
+                                   edge_feat=feat, source=str(path), lines=rows.lines)
 
 
 def _array(path: Path) -> np.ndarray:
     """A 2-D numeric array from ``.npy`` ``path`` (never unpickled)."""
     try:
-        table = load_array_file(path)
-    except UNREADABLE as err:
+        with path.open("rb") as handle, warnings.catch_warnings():  # closed if numpy fails
+            # numpy warns (and parses on) when a header needs its Python 2 fallback.
+            warnings.simplefilter("ignore", UserWarning)
+            table = load_array_file(handle)
+            if hasattr(table, "close"):  # an .npz archive, not an .npy array
+                table.close()
+    except _DECODE_ERRORS as err:
         raise TemporalDataError(str(path), 0, type(err).__name__,
-                                f"not a numeric .npy array: {err}") from err
+                                f"not a numeric .npy array: {one_line(err)}") from err
     if not isinstance(table, np.ndarray) or table.ndim != 2 or table.dtype.kind not in "fiu":
         raise TemporalDataError(str(path), 0, getattr(table, "shape", type(table).__name__),
                                 "expected a 2-D numeric array, one row per feature id")
+    check_limit("feature_dim", table.shape[1], str(path), "columns")
     return table
 
 
 def _tensor(path: Path) -> np.ndarray:
-    """float32 ``(E, D_e)`` features from a ``torch.save`` file (``weights_only``: no code)."""
+    """``(E, D_e)`` features from a ``torch.save`` file (``weights_only``: no code)."""
     import torch
 
     try:
         loaded = load_tensor_file(path)
-    except UNREADABLE as err:
+    except _DECODE_ERRORS as err:
         raise TemporalDataError(str(path), 0, type(err).__name__,
-                                f"not a tensor file hetray can read safely: {err}") from err
-    if not isinstance(loaded, torch.Tensor) or loaded.ndim != 2:
+                                f"not a tensor file hetray can read safely: "
+                                f"{one_line(err)}") from err
+    if (not isinstance(loaded, torch.Tensor) or loaded.ndim != 2
+            or loaded.layout != torch.strided or loaded.is_complex()
+            or loaded.dtype in (torch.bool,) or loaded.is_quantized):
         raise TemporalDataError(str(path), 0, getattr(loaded, "shape", type(loaded).__name__),
-                                "expected one 2-D tensor, one row per edge")
-    return loaded.float().numpy()
+                                "expected one 2-D tensor (dense, real numbers), one row per edge")
+    check_limit("feature_dim", loaded.shape[1], str(path), "columns")
+    try:
+        return loaded.detach().to(torch.float64).numpy()
+    except (RuntimeError, TypeError) as err:  # e.g. a meta or otherwise storage-less tensor
+        raise TemporalDataError(str(path), 0, str(loaded.dtype),
+                                f"tensor has no readable values: {one_line(err)}") from err
 
 
 def _compact(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -170,39 +258,46 @@ def _compact(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 
 def load_snap(path: Path) -> EventStream:
     """Load a SNAP temporal edge list ``SRC DST UNIXTS`` (ids compacted to ``0..N-1``)."""
-    frame = _read_csv(path, sep=r"\s+", header=None, comment="#", engine="python")
-    if frame.shape[1] != 3:
-        raise TemporalDataError(str(path), 1, frame.shape[1],
+    rows = _read_rows(path, header=False, whitespace=True)
+    if rows.frame.shape[1] != 3:
+        raise TemporalDataError(str(path), int(rows.lines[0]), rows.frame.shape[1],
                                 "expected 3 whitespace-separated columns SRC DST UNIXTS")
-    frame.columns = ["src", "dst", "t"]
-    cols = {c: _numeric(frame, c, path, 0) for c in ("src", "dst", "t")}
-    feat = np.zeros((len(frame), 0), np.float32)
-    validate_events(cols["src"], cols["dst"], cols["t"], feat, source=str(path), row_offset=1)
+    rows.frame.columns = ["src", "dst", "t"]
+    cols = {c: _numeric(rows, c, path) for c in ("src", "dst", "t")}
+    feat = np.zeros((len(rows.frame), 0), np.float32)
+    validate_events(cols["src"], cols["dst"], cols["t"], feat, source=str(path),
+                    lines=rows.lines)
     src, dst, num_nodes = _compact(cols["src"], cols["dst"])
     return EventStream.from_arrays(src=src, dst=dst, t=cols["t"], edge_feat=feat,
-                                   source=str(path), num_nodes=num_nodes)
+                                   source=str(path), num_nodes=num_nodes, lines=rows.lines)
+
+
+def _has_header(path: Path) -> bool:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        first = next((line for line in handle if line.strip()), "")
+    return not first.split(",")[0].strip().lstrip("-").isdigit()
 
 
 def load_bitcoin(path: Path) -> EventStream:
-    """Load SNAP's Bitcoin OTC / Alpha CSV; sorts by time (stable) and compacts ids."""
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        first = handle.readline()
-    has_header = not first.split(",")[0].strip().lstrip("-").isdigit()
-    frame = _read_csv(path, header=0 if has_header else None)
-    if frame.shape[1] != 4:
-        raise TemporalDataError(str(path), 1, frame.shape[1],
-                                "expected 4 columns SOURCE,TARGET,RATING,TIME")
-    frame.columns = ["src", "dst", "rating", "t"]
-    header = int(has_header)
-    cols = {c: _numeric(frame, c, path, header) for c in ("src", "dst", "rating", "t")}
-    feat = (cols["rating"] / 10.0).astype(np.float32)[:, None]
-    order = np.argsort(cols["t"], kind="stable")
-    validate_events(cols["src"], cols["dst"], np.sort(cols["t"]), feat, source=str(path),
-                    row_offset=header + 1)
-    bad = np.flatnonzero(np.abs(cols["rating"]) > 10)
+    """Load SNAP's Bitcoin OTC / Alpha CSV; sorts by time (stable) and compacts ids.
+
+    Errors name the line of the file, also for problems found after sorting by time.
+    """
+    rows = _read_rows(path, header=_has_header(path))
+    if rows.frame.shape[1] != 4:
+        raise TemporalDataError(str(path), int(rows.header_line or rows.lines[0]),
+                                rows.frame.shape[1], "expected 4 columns SOURCE,TARGET,RATING,TIME")
+    rows.frame.columns = ["src", "dst", "rating", "t"]
+    cols = {c: _numeric(rows, c, path) for c in ("src", "dst", "rating", "t")}
+    bad = np.flatnonzero(~(np.abs(cols["rating"]) <= 10))
     if len(bad):
-        raise TemporalDataError(str(path), int(bad[0]) + header + 1,
-                                cols["rating"][bad[0]], "rating must lie in [-10, 10]")
+        raise TemporalDataError(str(path), int(rows.lines[bad[0]]), cols["rating"][bad[0]],
+                                "rating must lie in [-10, 10]")
+    feat = (cols["rating"] / 10.0)[:, None]
+    order = np.argsort(cols["t"], kind="stable")
+    lines = rows.lines[order]
+    validate_events(cols["src"][order], cols["dst"][order], cols["t"][order], feat[order],
+                    source=str(path), lines=lines)
     src, dst, num_nodes = _compact(cols["src"][order], cols["dst"][order])
     return EventStream.from_arrays(src=src, dst=dst, t=cols["t"][order], edge_feat=feat[order],
-                                   source=str(path), num_nodes=num_nodes)
+                                   source=str(path), num_nodes=num_nodes, lines=lines)
