@@ -88,6 +88,12 @@ def config_from_mapping(cls: type[C], data: Any, source: str, prefix: str = "") 
         return cls(**values)
     except TypeError as err:  # a required field is missing
         raise ConfigError(source, where, sorted(values), f"all required fields ({err})") from err
+    except ConfigError as err:  # a check of the class itself: name this file, not the class
+        if err.source == source:
+            raise
+        inside = err.field == prefix or err.field.startswith(f"{prefix}.")
+        field = err.field if inside else _join(prefix, err.field)
+        raise ConfigError(source, field, err.value, err.allowed) from err
 
 
 def load_config(cls: type[C], path: str | Path) -> C:
@@ -231,15 +237,25 @@ def _coerce_scalar(hint: Any, value: Any, source: str, path: str) -> Any:
     if hint is Any or hint is object:
         return value
     if hint is float and isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise ConfigError(source, path, value, "a finite number")
-        return float(value)
+        converted = finite_float(value)
+        if converted is None:
+            raise ConfigError(source, path, _short(value), "a finite number")
+        return converted
     if hint is Path and isinstance(value, str | Path):
         return Path(value)
     if hint in (int, str, bool) and type(value) is hint:
         return value
     name = getattr(hint, "__name__", str(hint))
     raise ConfigError(source, path, _short(value), article(name))
+
+
+def finite_float(value: float) -> float | None:
+    """``float(value)`` when finite; None for NaN, infinities and ints beyond float range."""
+    try:
+        converted = float(value)
+    except OverflowError:
+        return None
+    return converted if math.isfinite(converted) else None
 
 
 def article(noun: str) -> str:

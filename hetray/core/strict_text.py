@@ -72,6 +72,10 @@ class _StrictLoader(yaml.SafeLoader):
 _StrictLoader.add_constructor("tag:yaml.org,2002:float", _StrictLoader.construct_yaml_float)
 
 
+#: What a configuration nested past Python's recursion limit is told.
+TOO_DEEP = "values nested at most a few hundred levels deep"
+
+
 def _line(mark: Any) -> str:
     return f"line {mark.line + 1}"
 
@@ -91,17 +95,21 @@ def parse_yaml(text: str, source: str) -> Any:
             number.
     """
     _check_size(text, source)
-    loader = _StrictLoader(text)
-    loader.source = source
+    loader: _StrictLoader | None = None
     try:
+        loader = _StrictLoader(text)
+        loader.source = source
         return loader.get_single_data()
+    except RecursionError as err:
+        raise ConfigError(source, "(file)", "deeply nested value", TOO_DEEP) from err
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         raise ConfigError(source, _line(where) if where else "(file)",
                           getattr(err, "problem", None) or type(err).__name__,
                           "valid YAML") from err
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def parse_json(text: str, source: str) -> Any:
@@ -125,6 +133,8 @@ def parse_json(text: str, source: str) -> Any:
 
     try:
         return json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+    except RecursionError as err:
+        raise ConfigError(source, "(file)", "deeply nested value", TOO_DEEP) from err
     except json.JSONDecodeError as err:
         raise ConfigError(source, f"line {err.lineno}", err.msg, "valid JSON") from err
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hetray.core import limits
-from hetray.core.config import article, config_from_mapping
+from hetray.core.config import article, config_from_mapping, finite_float
 from hetray.core.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class ParamSpec:
         if self.choices and converted not in self.choices:
             raise ConfigError(source, field, value, self.allowed())
         if isinstance(converted, int | float) and not isinstance(converted, bool):
-            if not math.isfinite(converted):
+            if isinstance(converted, float) and not math.isfinite(converted):
                 raise ConfigError(source, field, value, self.allowed())
             too_low = self.minimum is not None and converted < self.minimum
             upper = self.upper_bound()
@@ -92,7 +92,7 @@ class ParamSpec:
         if isinstance(value, bool) != (self.kind is bool):
             return None
         if self.kind is float and isinstance(value, int | float):
-            return float(value)
+            return finite_float(value)
         return value if isinstance(value, self.kind) else None
 
 

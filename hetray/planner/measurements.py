@@ -47,8 +47,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from hetray.core.errors import ProfileDataError
+from hetray.core.group import first_line
 from hetray.core.strict_text import parse_json, read_config_text
 
 logger = logging.getLogger(__name__)
@@ -99,7 +101,7 @@ def _cast(value: object, type_name: str, source: str, row: int, name: str) -> ob
     caster = {"str": str, "int": int, "float": float}[str(type_name)]
     try:
         out = caster(value)  # type: ignore[operator]
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, OverflowError) as err:
         raise ProfileDataError(source, f"row {row}: {name}={value!r} is not {type_name}") from err
     if isinstance(out, float) and not math.isfinite(out):
         raise ProfileDataError(source, f"row {row}: {name}={value!r} is not finite")
@@ -153,11 +155,34 @@ def load_measurements(path: str | Path) -> list[Measurement]:
     if not path.is_file():
         raise ProfileDataError(str(path), "no such file")
     if path.suffix == ".parquet":
-        return records_from_frame(pd.read_parquet(path), str(path))
+        return records_from_frame(_read_parquet(path), str(path))
     if path.suffix != ".json":
         raise ProfileDataError(str(path), "unknown suffix; use .parquet or .json")
     data = parse_json(read_config_text(path), str(path))
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
         raise ProfileDataError(str(path), f"expected an object with schema_version "
                                f"{SCHEMA_VERSION} and records")
-    return records_from_frame(pd.DataFrame(data.get("records", []), columns=None), str(path))
+    records = data.get("records", [])
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ProfileDataError(str(path), "records must be a list of objects (one per "
+                               "measurement)")
+    try:
+        frame = pd.DataFrame(records, columns=None)
+    except (OverflowError, ValueError, TypeError) as err:
+        raise ProfileDataError(str(path), f"records do not form a table ({first_line(err)})"
+                               ) from err
+    return records_from_frame(frame, str(path))
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """The table of a measurements Parquet file.
+
+    Raises:
+        ProfileDataError: not a readable Parquet table (empty, truncated, bad metadata).
+    """
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError,
+            pa.ArrowException) as err:
+        raise ProfileDataError(str(path), f"not a readable Parquet table "
+                               f"({type(err).__name__}: {first_line(err)})") from err

@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from hetray.cluster.spec import ClusterSpec, NodeGroup
 from hetray.core.config import config_from_mapping, limited
@@ -53,6 +54,10 @@ class DeviceGroup:
     first_device: int = limited("cluster_devices")
     count: int = limited("cluster_devices")
 
+    def __post_init__(self) -> None:
+        _at_least("DeviceGroup", {"first_device": (self.first_device, 0),
+                                  "count": (self.count, 1)})
+
     def nodes(self, devices_per_node: int) -> range:
         """Node indices (within the node group) the devices sit on."""
         last = self.first_device + self.count - 1
@@ -76,6 +81,11 @@ class StagePlan:
     tp: int = limited("cluster_devices")
     layer_start: int = limited("layers")
     layer_end: int = limited("layers")
+
+    def __post_init__(self) -> None:
+        _at_least("StagePlan", {"dp": (self.dp, 1), "tp": (self.tp, 1),
+                                "layer_start": (self.layer_start, 0),
+                                "layer_end": (self.layer_end, 1)})
 
     @property
     def num_layers(self) -> int:
@@ -103,6 +113,11 @@ class Plan:
     schedule: Schedule = Schedule.ONE_F_ONE_B
     recompute: bool = False
 
+    def __post_init__(self) -> None:
+        _at_least("Plan", {"global_batch": (self.global_batch, 1),
+                           "num_microbatches": (self.num_microbatches, 1),
+                           "num_chunks": (self.num_chunks, 1)})
+
     @property
     def microbatch_size(self) -> int:
         """Sequences per micro-batch (over all replicas of a stage), ``G / m``."""
@@ -112,6 +127,16 @@ class Plan:
     def num_devices(self) -> int:
         """Devices the plan uses."""
         return sum(stage.devices.count for stage in self.stages)
+
+
+def _at_least(source: str, values: Mapping[str, tuple[Any, int]]) -> None:
+    """Raise ConfigError for the first ``field: (value, minimum)`` that is an int below it.
+
+    Values of other types are left to the loader's type checks.
+    """
+    for field, (value, minimum) in values.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value < minimum:
+            raise ConfigError(source, field, value, f"an int >= {minimum}")
 
 
 def node_group_of(cluster: ClusterSpec, group: DeviceGroup, index: int = -1) -> NodeGroup:

@@ -84,7 +84,7 @@ def _valid_cluster(spec: Any) -> None:
     assert devices <= limit("cluster_devices")
 
 
-@fuzz_settings(400)
+@fuzz_settings(200)
 @given(_yaml_mutants(CLUSTER))
 def test_cluster_spec(data):
     _check_file("cluster_spec", "spec.yaml", data, load_cluster_spec, _valid_cluster)
@@ -107,7 +107,7 @@ def _valid_plan(plan: Plan) -> None:
             assert isinstance(getattr(stage, name), int), (name, stage)
 
 
-@fuzz_settings(400)
+@fuzz_settings(200)
 @given(st.one_of(tree_mutants(json.loads(PLAN), as_json=True), text_mutants(PLAN)))
 def test_plan(data):
     _check_file("plan", "plan.json", data, load_plan, _valid_plan)
@@ -116,7 +116,7 @@ def test_plan(data):
 GRIDS = sorted((REPO / "examples" / "grids").glob("*.yaml"))
 
 
-@fuzz_settings(120)
+@fuzz_settings(60)
 @pytest.mark.parametrize("grid", GRIDS, ids=[g.stem for g in GRIDS])
 @given(data=st.data())
 def test_grid(grid, data):
@@ -149,14 +149,14 @@ def _valid_records(records: list[Measurement]) -> None:
         assert rec.measured_s > 0
 
 
-@fuzz_settings(300)
+@fuzz_settings(150)
 @given(st.one_of(tree_mutants(json.loads(MEASUREMENTS_JSON), as_json=True),
                  text_mutants(MEASUREMENTS_JSON)))
 def test_measurements_json(data):
     _check_file("measurements", "m.json", data, load_measurements, _valid_records)
 
 
-@fuzz_settings(250)
+@fuzz_settings(125)
 @given(table_mutants(pq.read_table(pa.BufferReader(MEASUREMENTS_PARQUET))))
 def test_measurements_parquet(data):
     _check_file("measurements", "m.parquet", data, load_measurements, _valid_records)
@@ -171,7 +171,7 @@ def _valid_model(spec: Any) -> None:
     assert spec.num_params > 0
 
 
-@fuzz_settings(300)
+@fuzz_settings(150)
 @given(_yaml_mutants(MODEL))
 def test_model_yaml(data):
     _check_file("model_yaml", "model.yaml", data, load_model_spec, _valid_model)
@@ -181,7 +181,7 @@ RUN_CONFIGS = {"planner": PlannerRunConfig, "pipeline": PipelineRunConfig,
                "heta": HetaRunConfig, "mspipe": MspipeRunConfig}
 
 
-@fuzz_settings(120)
+@fuzz_settings(60)
 @pytest.mark.parametrize("system", sorted(RUN_CONFIGS))
 @given(data=st.data())
 def test_run_config(system, data):

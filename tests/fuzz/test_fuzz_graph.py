@@ -88,7 +88,7 @@ _HETERO_MUTANTS: dict[str, st.SearchStrategy[bytes | None]] = {
 }
 
 
-@fuzz_settings(500)
+@fuzz_settings(250)
 @given(file_set_mutants(HETERO, _HETERO_MUTANTS))
 def test_hetero_parquet(files):
     with written(files) as root:
@@ -155,7 +155,7 @@ _HECO_MUTANTS: dict[str, st.SearchStrategy[bytes | None]] = {
 }
 
 
-@fuzz_settings(250)
+@fuzz_settings(125)
 @given(file_set_mutants(HECO, _HECO_MUTANTS))
 def test_heco(files):
     with written(files, dirname="heco_acm") as root:

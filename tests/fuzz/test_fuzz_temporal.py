@@ -60,7 +60,7 @@ def _check_events(files: dict[str, bytes], name: str, loader: str) -> None:
         check_loader(loader, lambda: load_events(root / name), root, valid_events)
 
 
-@fuzz_settings(500)
+@fuzz_settings(250)
 @given(file_set_mutants({"ml_toy.csv": JODIE_CSV, "ml_toy.npy": JODIE_NPY},
                         {"ml_toy.csv": text_mutants(JODIE_CSV),
                          "ml_toy.npy": st.one_of(st.none(), array_mutants(JODIE_NPY, 5, 3))}))
@@ -68,7 +68,7 @@ def test_jodie(files):
     _check_events(files, "ml_toy.csv", "jodie")
 
 
-@fuzz_settings(500)
+@fuzz_settings(250)
 @given(file_set_mutants({"edges.csv": TGL_CSV, "edge_features.pt": TGL_PT},
                         {"edges.csv": text_mutants(TGL_CSV),
                          "edge_features.pt": st.one_of(st.none(), tensor_mutants(TGL_PT, 4, 2))}))
@@ -76,13 +76,13 @@ def test_tgl(files):
     _check_events(files, "edges.csv", "tgl")
 
 
-@fuzz_settings(500)
+@fuzz_settings(250)
 @given(text_mutants(SNAP_TXT))
 def test_snap(data):
     _check_events({"msgs.txt": data}, "msgs.txt", "snap")
 
 
-@fuzz_settings(600)
+@fuzz_settings(300)
 @given(st.one_of(text_mutants(BITCOIN_CSV), text_mutants(BITCOIN_BARE)))
 def test_bitcoin(data):
     _check_events({"soc-sign-bitcoinotc.csv": data}, "soc-sign-bitcoinotc.csv", "bitcoin")
@@ -99,7 +99,7 @@ _SEED_TABLE = _seed_events().to_arrow()
 _SEED_PARQUET = table_bytes(_SEED_TABLE)
 
 
-@fuzz_settings(800)
+@fuzz_settings(400)
 @given(table_mutants(_SEED_TABLE, (b"num_nodes", b"edge_feat_dim")))
 def test_event_parquet(data):
     _check_events({"events.parquet": data}, "events.parquet", "event_parquet")
