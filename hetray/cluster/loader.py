@@ -28,6 +28,7 @@ import yaml
 from hetray.accel.detect import CPU_MODEL
 from hetray.accel.specs import REGISTRY
 from hetray.cluster.spec import Cluster, ClusterSpec, CrossClusterLink, LinkSpec, NodeGroup
+from hetray.core.config import finite_float
 from hetray.core.errors import ConfigError
 from hetray.core.limits import check_limit
 from hetray.core.strict_text import parse_yaml, read_config_text
@@ -83,9 +84,11 @@ class _Reader:
 
     def positive_float(self, data: Mapping[str, Any], key: str, path: str) -> float:
         value = data[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        converted = None if isinstance(value, bool) or not isinstance(value, int | float) \
+            else finite_float(value)
+        if converted is None or not converted > 0:
             raise self.error(_join(path, key), value, f"a number > 0 (unit in the key: {key})")
-        return float(value)
+        return converted
 
     def sequence(self, data: Mapping[str, Any], key: str, path: str) -> list[Any]:
         value = data[key]

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hetray.core.config import finite_float
 from hetray.core.errors import ConfigError
 from hetray.core.strict_text import parse_yaml, read_config_text
 from hetray.experiments.params import Scalar
@@ -112,11 +113,13 @@ def _mapping(value: Any, source: str, field_name: str) -> Mapping[str, Any]:
 def _resources(data: Mapping[str, Any], source: str) -> TrialResources:
     _check_keys(data, ("cpus", "accel"), source, "resources.")
     cpus, accel = data.get("cpus", 1.0), data.get("accel", "") or ""
-    if isinstance(cpus, bool) or not isinstance(cpus, int | float) or cpus <= 0:
+    number = None if isinstance(cpus, bool) or not isinstance(cpus, int | float) \
+        else finite_float(cpus)
+    if number is None or number <= 0:
         raise ConfigError(source, "resources.cpus", cpus, "a number > 0")
     if not isinstance(accel, str):
         raise ConfigError(source, "resources.accel", accel, "an accelerator model name")
-    return TrialResources(cpus=float(cpus), accel=accel)
+    return TrialResources(cpus=number, accel=accel)
 
 
 def parse_grid(data: Any, source: str, experiments: Mapping[str, ExperimentSpec]) -> Grid:

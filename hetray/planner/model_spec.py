@@ -178,7 +178,7 @@ def parse_model_spec(data: Any, source: str) -> ModelSpec:
     if data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
         raise ConfigError(source, "schema_version", data["schema_version"], str(SCHEMA_VERSION))
     dtype = data.get("dtype", DType.BF16.value)
-    if dtype not in {d.value for d in DType}:
+    if not isinstance(dtype, str) or dtype not in {d.value for d in DType}:
         raise ConfigError(source, "dtype", dtype, str([d.value for d in DType]))
     gated = data.get("gated_mlp", False)
     if not isinstance(gated, bool):
