@@ -32,6 +32,7 @@ from typing import Any
 
 from hetray.accel.specs import Precision
 from hetray.core.errors import ConfigError
+from hetray.core.limits import check_limit
 from hetray.core.strict_text import parse_yaml, read_config_text
 
 logger = logging.getLogger(__name__)
@@ -184,11 +185,24 @@ def parse_model_spec(data: Any, source: str) -> ModelSpec:
     if not isinstance(gated, bool):
         raise ConfigError(source, "gated_mlp", gated, "true or false")
     fields = {k: data[k] for k in _KEYS if k in data and k not in _OPTIONAL}
+    _check_sizes(fields, source)
     try:
         return ModelSpec(**fields, num_kv_heads=data.get("num_kv_heads", data["num_heads"]),
                          gated_mlp=gated, dtype=DType(dtype))
     except ConfigError as err:
         raise ConfigError(source, err.field, err.value, err.allowed) from err
+
+
+#: Model YAML counts and the :mod:`hetray.core.limits` limit each is checked against.
+_LIMITS = {"num_layers": "layers", "hidden_size": "feature_dim", "num_heads": "feature_dim",
+           "ffn_size": "feature_dim", "vocab_size": "feature_dim", "seq_len": "sequence_length"}
+
+
+def _check_sizes(fields: Mapping[str, Any], source: str) -> None:
+    """Every integer count of ``fields`` within its limit (before anything is sized by it)."""
+    for key, value in fields.items():
+        if key in _LIMITS and isinstance(value, int) and not isinstance(value, bool):
+            check_limit(_LIMITS[key], value, source, key)
 
 
 def load_model_spec(name_or_path: str | Path) -> ModelSpec:
