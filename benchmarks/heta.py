@@ -6,6 +6,8 @@ Writes ``benchmarks/results/heta.json``. Every run is one :func:`hetray.heta.run
     python benchmarks/heta.py                     # full run (synthetic mag, 1M edges)
     python benchmarks/heta.py --edges 100000 --epochs 2 --skip-real   # quick check
     python benchmarks/heta.py --quick --out /tmp/heta.json            # smoke run, ~1 min
+    python benchmarks/heta.py --accuracy-only     # only the accuracy section, merged into
+                                                  # the existing heta.json (~40 min, 1 thread)
 
 Sections:
 
@@ -16,8 +18,14 @@ Sections:
   50 us link emulator (``hetray.comm.link_emulation``).
 * ``cache``: weighted miss cost of a type-agnostic frequency cache / Heta's cache, same budget,
   offline and live (vanilla with either cache in its remote-fetch path, emulated network).
-* ``acm`` / ``dblp``: hetray R-GCN (RAF on holders) next to a stock single-process DGL
-  ``HeteroGraphConv`` R-GCN trained with the same fanouts, batch size, lr and epochs.
+* ``accuracy``: ACM and DBLP (HeCo, 20 labelled nodes per class: ``train_20.npy`` etc.),
+  hetray R-GCN in one process and RAF on ``K = 2`` Ray holders (DBLP's metatree is cut below
+  ``author``: one relation enters it) next to a stock single-process DGL
+  ``HeteroGraphConv`` R-GCN (:mod:`hetray.heta.dgl_reference`), all with one recipe
+  (:func:`accuracy_recipe`: full-graph, 200 epochs, Adam lr 0.01, weight decay 5e-4,
+  dropout 0.5, hidden 64, 2 layers, the epoch of best validation accuracy), seeds 0-4.
+  Keys ``accuracy.<acm|dblp>.{hetray,raf,dgl}_{mean,sd}`` (test accuracy; sd is the sample
+  standard deviation over seeds), per-seed lists, macro-F1 and the selected epochs.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import statistics
 import time
 from pathlib import Path
 
+import torch
 from hetray.actors.heta import RayBackend
 
 from hetray import runtime
@@ -48,6 +57,9 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 OUT = REPO / "benchmarks" / "results" / "heta.json"
 #: The regime Heta targets: 10 Gbit/s, 50 us per message.
 TEN_GBIT = LinkConfig(gbit_per_s=10.0, latency_us=50.0)
+#: The accuracy section's epochs and RAF holders (ACM: its 2 root relations; DBLP: cut).
+ACCURACY_EPOCHS = 200
+ACCURACY_PARTITIONS = 2
 CONFIG_NOTE = ("fanouts 25,20, batch 1024, hidden 64, 128-d paper features: the ogbn-mag "
                "recipe of Heta's run.sh and DGL's ogbn-mag example (earlier runs used 10,10)")
 
@@ -152,24 +164,77 @@ def cache(hg: HeteroGraph, train: TrainConfig, parts: int) -> dict:
     return out
 
 
-def real(name: str, parts: int, epochs: int) -> dict:
-    """Hetray R-GCN (RAF holders) vs stock DGL R-GCN, same training recipe."""
-    hg = load_heco(SHARED_DATA / name)
-    train = TrainConfig(model=ModelConfig(hidden_dim=64, fanouts=(10, 10)), batch_size=64,
-                        lr=0.005, epochs=epochs)
-    print(f"{name}: RAF on {parts} holder(s), {epochs} epochs", flush=True)
-    ours = _run(hg, RunConfig(mode=Mode.RAF, train=train, num_partitions=parts))
-    start = time.perf_counter()
-    dgl_acc = train_dgl_rgcn(hg, train)
-    print(f"  dgl HeteroGraphConv R-GCN: test {dgl_acc['test']:.4f} "
-          f"({time.perf_counter() - start:.0f}s)", flush=True)
-    return {"partitions": parts, "epochs": epochs, "test_acc": ours.test_acc,
-            "val_acc": ours.val_acc, "dgl_test_acc": dgl_acc["test"],
-            "dgl_val_acc": dgl_acc["val"], "labels_per_class": 20}
+def accuracy_recipe(seed: int, epochs: int = ACCURACY_EPOCHS) -> TrainConfig:
+    """The one training recipe of the accuracy section (both sides)."""
+    model = ModelConfig(hidden_dim=64, fanouts=(10, 10), seed=seed, dropout=0.5)
+    return TrainConfig(model=model, lr=0.01, weight_decay=5e-4, epochs=epochs,
+                       full_graph=True, select_best=True, patience=0)
 
 
-def main() -> None:
-    """Run every section and write the JSON."""
+def _summary(runs: list[dict[str, float]], prefix: str) -> dict[str, object]:
+    test = [r["test"] for r in runs]
+    return {f"{prefix}_mean": statistics.mean(test), f"{prefix}_sd": statistics.stdev(test),
+            f"{prefix}_test": test, f"{prefix}_test_f1": [r["test_f1"] for r in runs],
+            f"{prefix}_val": [r["val"] for r in runs],
+            f"{prefix}_best_epoch": [r["best_epoch"] for r in runs]}
+
+
+def _ours(report: RunReport) -> dict[str, float]:
+    return {"test": report.test_acc, "test_f1": report.test_f1, "val": report.val_acc,
+            "best_epoch": report.best_epoch}
+
+
+def accuracy_dataset(name: str, seeds: list[int], parts: int,
+                     epochs: int) -> dict[str, object]:
+    """One dataset: per seed hetray in this process, RAF on ``parts`` Ray holders, DGL."""
+    hg = load_heco(SHARED_DATA / f"heco_{name}", labels_per_class=20)
+    runs: dict[str, list[dict[str, float]]] = {"hetray": [], "raf": [], "dgl": []}
+    for seed in seeds:
+        train = accuracy_recipe(seed, epochs)
+        start = time.perf_counter()
+        runs["hetray"].append(_ours(run(RunConfig(num_partitions=1, train=train), graph=hg)))
+        raf = run(RunConfig(num_partitions=parts, train=train, holder_cpus=1.0), RayBackend(),
+                  graph=hg)
+        runs["raf"].append(_ours(raf))
+        runs["dgl"].append(train_dgl_rgcn(hg, train).to_dict())
+        print(f"  {name} seed {seed}: hetray {runs['hetray'][-1]['test']:.4f} raf "
+              f"{runs['raf'][-1]['test']:.4f} dgl {runs['dgl'][-1]['test']:.4f} "
+              f"({time.perf_counter() - start:.0f}s)", flush=True)
+    plan = meta_partition(schema_stats(hg, 64), parts, 2)
+    out: dict[str, object] = {"seeds": seeds, "raf_partitions": parts,
+                              "raf_trunk": sorted(plan.trunk), "labels_per_class": 20,
+                              "train_nodes": len(hg.train_idx), "test_nodes": len(hg.test_idx)}
+    for side, results in runs.items():
+        out |= _summary(results, side)
+    out["raf_equals_single"] = out["raf_test"] == out["hetray_test"]
+    out["hetray_minus_dgl"] = out["hetray_mean"] - out["dgl_mean"]
+    return out
+
+
+def accuracy(seeds: list[int], epochs: int = ACCURACY_EPOCHS) -> dict[str, object]:
+    """The accuracy section: ACM and DBLP, every side trained with :func:`accuracy_recipe`."""
+    torch.set_num_threads(1)  # the in-process runs; each Ray holder also uses one thread
+    out: dict[str, object] = {
+        "recipe": {"full_graph": True, "epochs": epochs, "lr": 0.01,
+                   "weight_decay": 5e-4, "dropout": 0.5, "hidden_dim": 64, "layers": 2,
+                   "selection": "epoch of best validation accuracy (first on ties)",
+                   "embedding_init": "normal N(0, 1)", "threads": 1},
+        "metric": "test accuracy (fraction); *_sd: sample standard deviation over seeds"}
+    for name in ("acm", "dblp"):
+        print(f"accuracy: heco_{name}, seeds {seeds}", flush=True)
+        out[name] = accuracy_dataset(name, seeds, ACCURACY_PARTITIONS, epochs)
+    return out
+
+
+def _merge(out: Path, key: str, value: object) -> None:
+    """Write ``value`` under ``key`` of the JSON at ``out``, keeping its other keys."""
+    data = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
+    data[key] = value
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+
+
+def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=2)
@@ -177,8 +242,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--fanouts", type=lambda s: tuple(int(x) for x in s.split(",")),
                         default=(25, 20), help="per level, root first (Heta's default 25,20)")
-    parser.add_argument("--real-epochs", type=int, default=40)
-    parser.add_argument("--skip-real", action="store_true")
+    parser.add_argument("--seeds", type=int, default=5, help="accuracy section: seeds 0..N-1")
+    parser.add_argument("--accuracy-epochs", type=int, default=ACCURACY_EPOCHS,
+                        help="accuracy section: epochs (the recipe's 200; fewer for a smoke run)")
+    parser.add_argument("--skip-real", action="store_true", help="no accuracy section")
+    parser.add_argument("--accuracy-only", action="store_true",
+                        help="run only the accuracy section and merge it into the JSON")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 20k edges, 2 epochs, 1 repeat, no real data, and no "
                              "JSON unless --out is given")
@@ -186,18 +255,32 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.edges, args.epochs, args.repeats, args.skip_real = 20_000, 2, 1, True
+    return args
+
+
+def main() -> None:
+    """Run the sections asked for and write (or, with ``--accuracy-only``, merge) the JSON."""
+    args = _args()
     out = args.out or (None if args.quick else OUT)
     logging.basicConfig(level=logging.WARNING)
     start, load_start = time.perf_counter(), os.getloadavg()[0]
     runtime.connect(None)
+    if args.accuracy_only:
+        section = accuracy(list(range(args.seeds)), args.accuracy_epochs)
+        section["wall_s"] = time.perf_counter() - start
+        section["load_avg_1m_start_end"] = [load_start, os.getloadavg()[0]]
+        if out is not None:
+            _merge(out, "accuracy", section)
+            print(f"merged 'accuracy' into {out} in {section['wall_s']:.0f}s")
+        runtime.disconnect()
+        return
     results: dict[str, object] = {}
     results["synthetic"], hg, train = synthetic(args.edges, args.partitions, args.epochs,
                                                    args.repeats, args.fanouts)
     results["cache"] = cache(hg, train, args.partitions)
     print(f"cache: weighted miss cost ratio {results['cache']['weighted_miss_cost_ratio']:.3f}")
     if not args.skip_real and SHARED_DATA.is_dir():
-        results["acm"] = real("heco_acm", 2, args.real_epochs)
-        results["dblp"] = real("heco_dblp", 1, args.real_epochs)
+        results["accuracy"] = accuracy(list(range(args.seeds)), args.accuracy_epochs)
     results["wall_s"] = time.perf_counter() - start
     results["load_avg_1m_start_end"] = [load_start, os.getloadavg()[0]]  # others' load skews times
     if out is not None:

@@ -2,14 +2,16 @@
 
 Flags mirror :class:`~hetray.heta.run.RunConfig` fields (their defaults are read from
 ``RunConfig()``); ``--config FILE`` is the source of truth and a flag given on the command
-line overrides its field. The dataset is loaded before Ray starts (a bad one is a usage
-error), then the holders run as Ray actors (``hetray.actors.heta.RayBackend``).
+line overrides its field. The dataset is loaded and the partition count checked against its
+metatree before Ray starts (a bad one is a usage error, exit code 2), then the holders run as
+Ray actors (``hetray.actors.heta.RayBackend``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,8 +30,8 @@ from hetray.cli.progress import Bar
 from hetray.graph.datasets import load_dataset
 from hetray.heta.driver import EpochReport
 from hetray.heta.holder import Mode
-from hetray.heta.models import ConvKind, ModelConfig
-from hetray.heta.run import Progress, RunConfig, RunReport, TrainConfig, run
+from hetray.heta.models import ConvKind, EmbeddingInit, ModelConfig
+from hetray.heta.run import Progress, RunConfig, RunReport, TrainConfig, check_run, run
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ Examples:
   hetray train heta --dataset synthetic-mag:100000 --partitions 2 --epochs 2
   hetray train heta --mode vanilla --link-gbps 10 --cache-mb 2   # baseline + row cache
   hetray train heta --dataset ../shared/data/heco_acm --model rgat --out results/
+  hetray train heta --dataset ../shared/data/heco_dblp --partitions 2 --full-graph \\
+      --epochs 200 --patience 50        # DBLP's metatree is cut below author
   hetray train heta --print-config > heta.yaml   # edit, then: --config heta.yaml
 """
 #: click parameter -> the RunConfig field it overrides.
@@ -49,7 +53,14 @@ FLAGS = {
     "hidden_dim": "train.model.hidden_dim", "fanouts": "train.model.fanouts", "lr": "train.lr",
     "cache_mb": "cache.budget_mb", "link_gbps": "link.gbit_per_s",
     "link_latency_us": "link.latency_us", "holder_cpus": "holder_cpus",
+    "dropout": "train.model.dropout", "weight_decay": "train.weight_decay",
+    "full_graph": "train.full_graph", "select_best": "train.select_best",
+    "patience": "train.patience", "seed": "train.model.seed",
+    "embedding_init": "train.model.embedding_init", "embedding_std": "train.model.embedding_std",
+    "self_loop_weight": "train.model.self_loop_weight",
+    "relation_bias": "train.model.relation_bias",
 }
+MODEL, TRAIN = DEFAULTS.train.model, DEFAULTS.train
 
 
 def _fanouts(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
@@ -72,14 +83,17 @@ class _Bar(Progress):
         self.bar.update(1)
 
     def on_epoch(self, report: EpochReport) -> None:
+        val = "" if report.val_acc is None else f" val_acc {report.val_acc:.4f}"
         self.bar.write(f"epoch {report.epoch}: loss {report.loss:.4f} train_acc "
-                       f"{report.train_acc:.4f} time {report.epoch_time_s:.2f}s "
+                       f"{report.train_acc:.4f}{val} time {report.epoch_time_s:.2f}s "
                        f"bytes {report.bytes_sent / 1e6:.2f} MB")
 
 
 def _print(report: RunReport, out: Path | None) -> None:
+    best = "" if report.best_epoch is None else f" (epoch {report.best_epoch}, best val_acc)"
     click.echo(f"train_acc {report.train_acc:.4f} val_acc {report.val_acc:.4f} "
-               f"test_acc {report.test_acc:.4f} epoch_time {report.mean_epoch_time_s:.2f}s "
+               f"test_acc {report.test_acc:.4f} val_f1 {report.val_f1:.4f} "
+               f"test_f1 {report.test_f1:.4f}{best} epoch_time {report.mean_epoch_time_s:.2f}s "
                f"bytes/epoch {report.mean_bytes_sent / 1e6:.2f} MB")
     if report.cache is not None:
         click.echo(f"cache: weighted miss cost type-agnostic / hetero-aware = "
@@ -92,28 +106,67 @@ def _print(report: RunReport, out: Path | None) -> None:
         click.echo(f"wrote {out / 'results.json'} and {out / 'epochs.parquet'}")
 
 
+def _training_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The regularisation, selection and initialisation flags (defaults from RunConfig)."""
+    options = [
+        click.option("--dropout", type=click.FloatRange(0, 1, max_open=True),
+                     default=MODEL.dropout, show_default=True,
+                     help="Dropout after every ReLU (0: none)."),
+        click.option("--weight-decay", type=click.FloatRange(min=0),
+                     default=TRAIN.weight_decay, show_default=True, help="Adam L2 penalty."),
+        click.option("--full-graph/--mini-batch", default=TRAIN.full_graph, show_default=True,
+                     help="One step per epoch on all training ids with every neighbour."),
+        click.option("--select-best/--last-epoch", default=TRAIN.select_best,
+                     show_default=True,
+                     help="End with the epoch of best validation accuracy (validates every "
+                     "epoch) or with the last epoch."),
+        click.option("--patience", type=click.IntRange(min=0), default=TRAIN.patience,
+                     show_default=True,
+                     help="Stop after this many epochs without a better validation accuracy "
+                     "(0: never)."),
+        click.option("--seed", type=click.IntRange(min=0), default=MODEL.seed,
+                     show_default=True, help="Initialisation, sampling and dropout seed."),
+        click.option("--embedding-init", type=click.Choice([e.value for e in EmbeddingInit]),
+                     default=MODEL.embedding_init.value, show_default=True,
+                     help="Featureless types' embeddings: normal N(0, std^2) or xavier."),
+        click.option("--embedding-std", type=click.FloatRange(min=0, min_open=True),
+                     default=MODEL.embedding_std, show_default=True,
+                     help="Standard deviation of --embedding-init normal."),
+        click.option("--self-loop-weight/--no-self-loop-weight",
+                     default=MODEL.self_loop_weight, show_default=True,
+                     help="Learn a d x d self-loop weight per inner metatree vertex."),
+        click.option("--relation-bias/--no-relation-bias", default=MODEL.relation_bias,
+                     show_default=True, help="Learn a bias per relation message."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @click.command("heta", epilog=EXAMPLES)
 @config_options
 @click.option("--dataset", default=DEFAULTS.dataset, show_default=True,
               metavar="synthetic-mag:EDGES | PATH",
-              help="synthetic-mag:EDGES[:SEED], a Parquet dataset dir, or a heco_* dir.")
+              help="synthetic-mag:EDGES[:SEED] or a dataset directory/file: hetray Parquet, "
+              "HeCo, MAGNN raw, dgl.save_graphs (docs/datasets.md).")
 @click.option("--model", "conv", type=click.Choice([c.value for c in ConvKind]),
-              default=DEFAULTS.train.model.conv.value, show_default=True)
+              default=MODEL.conv.value, show_default=True)
 @click.option("--partitions", type=click.IntRange(min=1), default=DEFAULTS.num_partitions,
               show_default=True, help="Partition holders K.")
 @click.option("--mode", type=click.Choice([m.value for m in Mode]),
               default=DEFAULTS.mode.value, show_default=True,
               help="raf (Heta) or vanilla (DistDGL-style).")
-@click.option("--epochs", type=click.IntRange(min=1), default=DEFAULTS.train.epochs,
+@click.option("--epochs", type=click.IntRange(min=1), default=TRAIN.epochs,
               show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=1), default=DEFAULTS.train.batch_size,
+@click.option("--batch-size", type=click.IntRange(min=1), default=TRAIN.batch_size,
               show_default=True)
-@click.option("--hidden-dim", type=click.IntRange(min=2),
-              default=DEFAULTS.train.model.hidden_dim, show_default=True)
-@click.option("--fanouts", default=",".join(map(str, DEFAULTS.train.model.fanouts)),
+@click.option("--hidden-dim", type=click.IntRange(min=2), default=MODEL.hidden_dim,
+              show_default=True)
+@click.option("--fanouts", default=",".join(map(str, MODEL.fanouts)),
               show_default=True, callback=_fanouts,
               help="Neighbours per relation per level, root level first.")
-@click.option("--lr", type=float, default=DEFAULTS.train.lr, show_default=True)
+@click.option("--lr", type=float, default=TRAIN.lr, show_default=True)
+@_training_options
 @click.option("--cache-mb", type=click.FloatRange(min=0), default=DEFAULTS.cache.budget_mb,
               help="Compare hetero-aware vs type-agnostic caches at this budget; vanilla "
               "also caches remote rows (Heta's policy) within it.")
@@ -129,17 +182,15 @@ def _print(report: RunReport, out: Path | None) -> None:
 @address_option
 @handle_errors
 @click.pass_context
-def heta(ctx: click.Context, config_file: Path | None, print_config: bool, dataset: str,
-         conv: str, partitions: int, mode: str, epochs: int, batch_size: int, hidden_dim: int,
-         fanouts: tuple[int, ...], lr: float, cache_mb: float, link_gbps: float,
-         link_latency_us: float, holder_cpus: float, out: Path | None,
-         address: str | None, ship_project: bool) -> None:
+def heta(ctx: click.Context, config_file: Path | None, print_config: bool, out: Path | None,
+         address: str | None, ship_project: bool, **_flags: object) -> None:
     """Train R-GCN / R-GAT on partition holders, RAF (Heta) or vanilla (DistDGL-style)."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)
     if print_config:
         echo_config(config)
         return
     graph = load_dataset(config.dataset)
+    check_run(config, graph)  # an impossible K fails here, not after Ray starts
     connect(address, ship_project)
     from hetray.actors.heta import RayBackend
 

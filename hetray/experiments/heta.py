@@ -17,8 +17,9 @@ metric              meaning
 ``train_acc``       accuracy (fraction) on the epoch's sampled training batches
 ==================  ===============================================================
 
-The last report adds ``test_acc``, ``val_acc`` and ``link_delay_s`` (emulated network
-seconds summed over holders).
+The last report adds ``test_acc``, ``val_acc``, ``test_f1`` (macro-F1) and ``link_delay_s``
+(emulated network seconds summed over holders); the run ends with the parameters of its epoch
+of best validation accuracy (``TrainConfig.select_best``).
 
 One trial is one :func:`hetray.heta.run.run` on the trial's backend: under Ray Tune
 ``hetray.actors.heta.RayBackend`` (holder actors in a placement group of their own, which
@@ -57,6 +58,10 @@ PARAMS = {
                             doc="hidden dimension d"),
     "fanout": ParamSpec(kind=int, default=5, minimum=1, maximum=1000,
                         doc="neighbours per relation, 2 hops"),
+    "dropout": ParamSpec(kind=float, default=0.5, minimum=0.0, maximum=0.99,
+                         doc="dropout after every ReLU"),
+    "weight_decay": ParamSpec(kind=float, default=5e-4, minimum=0.0,
+                              doc="Adam L2 weight decay"),
     "link_gbps": ParamSpec(kind=float, default=10.0, minimum=0.0,
                            doc="emulated link bandwidth in Gbit/s; 0 = shared memory"),
     "link_latency_us": ParamSpec(kind=float, default=50.0, minimum=0.0,
@@ -79,6 +84,8 @@ class HetaTrial:
     batch_size: int
     hidden_dim: int
     fanout: int
+    dropout: float
+    weight_decay: float
     link_gbps: float
     link_latency_us: float
     holder_cpus: float
@@ -87,12 +94,12 @@ class HetaTrial:
     def run_config(self) -> RunConfig:
         """The run of this trial: R-GCN, 2 hops of ``fanout``, lr 0.01, the emulated link."""
         model = ModelConfig(hidden_dim=self.hidden_dim, fanouts=(self.fanout, self.fanout),
-                            seed=self.seed)
+                            seed=self.seed, dropout=self.dropout)
         return RunConfig(
             dataset=f"synthetic-mag:{self.num_edges}:{self.seed}", mode=self.mode,
             num_partitions=self.num_partitions, holder_cpus=self.holder_cpus,
             train=TrainConfig(model=model, batch_size=self.batch_size, lr=0.01,
-                              epochs=self.epochs),
+                              weight_decay=self.weight_decay, epochs=self.epochs),
             link=LinkConfig(gbit_per_s=self.link_gbps, latency_us=self.link_latency_us))
 
 
@@ -135,7 +142,8 @@ def run_heta_trial(config: Mapping[str, Any], report: Reporter,
     trial = trial_config(HetaTrial, config, PARAMS, "heta trial")
     result = run(trial.run_config(), backend, _DelayedReports(report))
     report({**_epoch_metrics(result.epochs[-1]), "test_acc": result.test_acc,
-            "val_acc": result.val_acc, "link_delay_s": result.link_delay_s})
+            "val_acc": result.val_acc, "test_f1": result.test_f1,
+            "link_delay_s": result.link_delay_s})
 
 
 SPEC = ExperimentSpec(
@@ -143,7 +151,7 @@ SPEC = ExperimentSpec(
     doc="Heta RAF vs vanilla distributed HGNN training: epoch time, bytes, accuracy",
     params=PARAMS,
     metrics=("epoch", "epoch_time_s", "mb_sent", "loss", "train_acc"),
-    final_metrics=("test_acc", "val_acc", "link_delay_s"),
+    final_metrics=("test_acc", "val_acc", "test_f1", "link_delay_s"),
     run_trial=run_heta_trial,
     own_cpus=holder_cpus,
     plots=(

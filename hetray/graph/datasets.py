@@ -7,7 +7,11 @@ spec                        meaning
 ``synthetic-mag:EDGES:S``   the same with seed ``S``
 ``PATH`` with schema.json   a Parquet directory (:func:`~hetray.graph.parquet_io.read_parquet`)
 ``PATH`` named heco_*       a HeCo release (:func:`~hetray.graph.heco.load_heco`)
+``PATH`` with adjM.npz      a MAGNN / PyG raw folder (:func:`~hetray.graph.magnn.load_magnn`)
+``FILE`` with DGL's magic   a dgl.save_graphs file (:func:`~hetray.graph.dgl_files.load_dgl_file`)
 ==========================  ===============================================================
+
+Every format is documented in ``docs/datasets.md``.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from hetray.core.errors import ConfigError
+from hetray.graph.dgl_files import is_dgl_file, load_dgl_file
 from hetray.graph.heco import load_heco
 from hetray.graph.hetero import HeteroGraph
+from hetray.graph.magnn import is_magnn_dir, load_magnn
 from hetray.graph.parquet_io import read_parquet
 from hetray.graph.synthetic import synthetic_mag
 
@@ -41,8 +47,13 @@ def load_dataset(spec: str) -> HeteroGraph:
     path = Path(spec)
     if (path / "schema.json").is_file():
         return read_parquet(path)
+    if is_magnn_dir(path):
+        return load_magnn(path)
     if path.is_dir() and path.name.startswith("heco_"):
         return load_heco(path)
+    if is_dgl_file(path):
+        return load_dgl_file(path)
     raise ConfigError("--dataset", "dataset", spec,
-                      "synthetic-mag:EDGES, a Parquet dataset directory (with schema.json) "
-                      "or a heco_acm / heco_dblp directory")
+                      "synthetic-mag:EDGES, a Parquet dataset directory (with schema.json), "
+                      "a MAGNN raw directory (adjM.npz, node_types.npy), a heco_acm / "
+                      "heco_dblp directory or a dgl.save_graphs file (docs/datasets.md)")

@@ -165,8 +165,8 @@ def access_counts(hg: HeteroGraph, config: TrainConfig, batches: list[torch.Tens
     for i, seeds in enumerate(batches):
         for st in plan.subtrees:
             view = root_view(st.node, hg.target_type)
-            tree = sample_tree(view, seeds, csc, list(config.model.fanouts),
-                               (config.model.seed, first_step + i, st.index))
+            tree = sample_tree(view, seeds, csc, config.sample_fanouts, config.model.seed,
+                               first_step + i)
             for ntype, ids in tree.input_ids(view).items():
                 counts[ntype] += torch.bincount(torch.cat(ids), minlength=hg.num_nodes(ntype))
     return counts

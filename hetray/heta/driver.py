@@ -14,6 +14,10 @@ the replay is exact)::
              train_step on all K    -> ok: record stats, batch += 1
                                     -> PartitionHolderError: restart, rejoin, load, rewind
 
+With ``select_best`` (:meth:`HetaDriver.run`) each epoch ends with a validation pass; the
+best epoch's parameters are saved under ``checkpoint_dir/best`` and loaded at the end, and
+``patience`` epochs without improvement end the run early.
+
 The driver talks only to an :class:`~hetray.core.group.ActorGroup` of
 :class:`~hetray.heta.worker.HolderWorker`, so it runs the same on the in-process group
 (tests, :class:`~hetray.heta.run.LocalBackend`) and on Ray actors (``hetray.actors.heta``).
@@ -34,7 +38,8 @@ from hetray.core.errors import PartitionHolderError
 from hetray.core.group import ActorGroup
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.holder import HolderConfig, Mode
-from hetray.heta.raf import EVAL_STEP_OFFSET, StepStats, epoch_batches
+from hetray.heta.metrics import Evaluation
+from hetray.heta.raf import EVAL_STEP_OFFSET, StepStats
 from hetray.heta.worker import HolderWorker
 
 logger = logging.getLogger(__name__)
@@ -51,9 +56,11 @@ class EpochReport:
         epoch: epoch index.
         loss: mean training loss over its steps.
         train_acc: training accuracy (fraction) on the sampled batches.
-        epoch_time_s: wall time of the epoch (restarts included).
+        epoch_time_s: wall time of the epoch (restarts included; validation excluded).
         bytes_sent: bytes all holders sent in the epoch's (final, non-replayed) steps.
         restarts: holder-group restarts during the epoch.
+        val_acc: validation accuracy after the epoch (None unless ``select_best``).
+        val_f1: validation macro-F1 after the epoch (None unless ``select_best``).
     """
 
     epoch: int
@@ -62,6 +69,8 @@ class EpochReport:
     epoch_time_s: float
     bytes_sent: float
     restarts: int
+    val_acc: float | None = None
+    val_f1: float | None = None
 
 
 class HetaDriver:
@@ -90,14 +99,16 @@ class HetaDriver:
         self.saved_at = (0, 0)
         self.stats: dict[int, StepStats] = {}
         self.batches = self._batches(0)
+        self.best_epoch: int | None = None
+        self.best_val_acc = 0.0
+        self._best_dir = checkpoint_dir / "best"
         self._group_name = f"hetray-heta-{uuid.uuid4().hex[:8]}"
         self.generation = 0
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self._join()
 
     def _batches(self, epoch: int) -> list[torch.Tensor]:
-        return epoch_batches(self.hg.train_idx, self.train.batch_size, self.train.model.seed,
-                             epoch)
+        return self.train.batches(self.hg.train_idx, epoch)
 
     def _join(self) -> None:
         self.group.execute(HolderWorker.join_group, f"{self._group_name}-{self.generation}")
@@ -172,13 +183,38 @@ class HetaDriver:
 
     def run(self, on_epoch: Callable[[EpochReport], None] | None = None,
             on_step: Callable[[int, int], None] | None = None) -> tuple[EpochReport, ...]:
-        """Run the remaining epochs of ``config.train.epochs``; ``on_epoch`` observes each."""
+        """Run the remaining epochs of ``config.train.epochs``; ``on_epoch`` observes each.
+
+        With ``select_best`` every epoch ends with a validation pass; the parameters of the
+        best epoch so far are saved under ``checkpoint_dir/best``, the run stops after
+        ``patience`` epochs without improvement, and ends with the best parameters loaded
+        (:attr:`best_epoch`).
+        """
         reports = []
-        while self.epoch < self.train.epochs:
-            reports.append(self.run_epoch(on_step))
+        while self.epoch < self.train.epochs and not self._patience_spent():
+            report = self.run_epoch(on_step)
+            if self.train.select_best:
+                report = self._select(report)
+            reports.append(report)
             if on_epoch is not None:
-                on_epoch(reports[-1])
+                on_epoch(report)
+        if self.best_epoch is not None:
+            self.group.execute(HolderWorker.load, str(self._best_dir))
         return tuple(reports)
+
+    def _patience_spent(self) -> bool:
+        patience = self.train.patience
+        return bool(patience and self.best_epoch is not None
+                    and self.epoch - 1 - self.best_epoch >= patience)
+
+    def _select(self, report: EpochReport) -> EpochReport:
+        """Validate after ``report``'s epoch; save the parameters when they are the best."""
+        val = self.evaluate(self.hg.val_idx)
+        if self.best_epoch is None or val.acc > self.best_val_acc:
+            self._best_dir.mkdir(parents=True, exist_ok=True)
+            self.group.execute(HolderWorker.save, str(self._best_dir))
+            self.best_epoch, self.best_val_acc = report.epoch, val.acc
+        return replace(report, val_acc=val.acc, val_f1=val.macro_f1)
 
     def counters(self) -> dict[str, float]:
         """Holder counters (bytes, emulated link seconds, cache hits ...) summed over holders."""
@@ -190,11 +226,19 @@ class HetaDriver:
 
     def accuracy(self, ids: torch.Tensor, batch_size: int = EVAL_BATCH_SIZE) -> float:
         """Accuracy (fraction) on target ids ``ids`` (int64 ``(n,)``) with the current model."""
-        correct = total = 0
+        return self.evaluate(ids, batch_size).acc
+
+    def evaluate(self, ids: torch.Tensor, batch_size: int = EVAL_BATCH_SIZE) -> Evaluation:
+        """Accuracy and macro-F1 on target ids ``ids`` (int64 ``(n,)``), current model.
+
+        Evaluation steps have fixed salts (``EVAL_STEP_OFFSET + i``): the same ids and model
+        give the same samples and the same numbers.
+        """
+        matrix = torch.zeros(self.hg.num_classes, self.hg.num_classes, dtype=torch.int64)
         for i, seeds in enumerate(ids.split(batch_size)):
             results = self.group.execute(HolderWorker.eval_step, seeds, EVAL_STEP_OFFSET + i)
             if self.config.mode is Mode.RAF:
                 results = results[:1]  # every RAF holder scores all seeds (replicated head)
-            correct += sum(r.num_correct for r in results)
-            total += sum(r.num_seeds for r in results)
-        return correct / max(1, total)
+            for r in results:
+                matrix += r.confusion
+        return Evaluation.of(matrix)

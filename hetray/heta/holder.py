@@ -7,8 +7,9 @@ and tests supply a :class:`~hetray.heta.collective.LocalCollective`.
 =========  ==============================================================================
 mode       per step on holder ``k``
 =========  ==============================================================================
-raf        partial aggregate of its subtrees for all ``B`` seeds -> all-reduce ``[B, d]``
-           -> replicated head, local backward, local Adam step
+raf        partial aggregate of its branches for all ``B`` seeds -> one all-reduce per
+           trunk vertex (``[B, d]`` at the root) -> replicated head, local backward,
+           local Adam step
 vanilla    ``B / K`` seeds, all relations; remote input rows charged by owner (less the
            hits of an optional remote-row cache); dense and touched-embedding gradients
            all-reduced
@@ -33,12 +34,11 @@ from hetray.core.untrusted import load_tensor_file
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import CachePolicy, RowCache, plan_cache, type_profiles
 from hetray.heta.collective import Collective
-from hetray.heta.meta_partition import meta_partition
+from hetray.heta.meta_partition import MetaPartitionPlan, meta_partition
 from hetray.heta.raf import (
     RafWorker,
     StepStats,
     TrainConfig,
-    epoch_batches,
     parameter_copies,
     schema_stats,
 )
@@ -92,6 +92,18 @@ class HolderConfig:
                               "0 unless mode is vanilla (RAF reads only local rows)")
 
 
+def raf_plan(hg: HeteroGraph, config: HolderConfig) -> MetaPartitionPlan:
+    """The meta-partition of ``hg`` into ``config.num_partitions`` RAF holders.
+
+    Raises:
+        ConfigError: ``num_partitions`` is outside the range the metatree allows (the message
+            names it); call this before starting holders to fail fast.
+    """
+    train = config.train
+    return meta_partition(schema_stats(hg, train.model.hidden_dim), config.num_partitions,
+                          train.model.depth)
+
+
 def shared_owners(hg: HeteroGraph, config: HolderConfig) -> dict[str, torch.Tensor] | None:
     """Vanilla's node partition (int64 ``(N_t,)`` owner per type), or None for RAF.
 
@@ -122,8 +134,7 @@ class HolderCore:
         self.link = LinkEmulator(config.link) if config.link is not None else None
         train = config.train
         if config.mode is Mode.RAF:
-            plan = meta_partition(schema_stats(hg, train.model.hidden_dim),
-                                  config.num_partitions, train.model.depth)
+            plan = raf_plan(hg, config)
             self.worker: RafWorker | VanillaWorker = RafWorker(hg, plan, part_id, train)
         else:
             if owners is None:
@@ -138,17 +149,18 @@ class HolderCore:
         if isinstance(self.worker, VanillaWorker):
             stats = self.worker.step(seeds, step, coll)
         else:
-            z = self.worker.partial(seeds, step)
-            self._charge(z, coll.world_size)
-            stats = self.worker.finish(coll.allreduce(z))
+            def reduce(local: torch.Tensor) -> torch.Tensor:
+                self._charge(local, coll.world_size)
+                return coll.allreduce(local.clone())
+
+            stats = self.worker.train_step(seeds, step, reduce)
         return replace(stats, bytes_sent=self.worker.bytes_sent - before)
 
     def eval_step(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
-        """Accuracy on ``seeds`` (for vanilla: this holder's share of them)."""
+        """Loss, accuracy and confusion on ``seeds`` (for vanilla: this holder's share)."""
         if isinstance(self.worker, VanillaWorker):
             return self.worker.evaluate(seeds, step, coll)
-        z = self.worker.partial(seeds, step, train=False)
-        return self.worker.finish_eval(coll.allreduce(z))
+        return self.worker.eval_step(seeds, step, lambda local: coll.allreduce(local.clone()))
 
     def _charge(self, z: torch.Tensor, world_size: int) -> None:
         num_bytes = ring_allreduce_bytes(z.numel() * z.element_size(), world_size)
@@ -193,7 +205,7 @@ class HolderCore:
 def _remote_row_cache(hg: HeteroGraph, config: HolderConfig, worker: VanillaWorker) -> RowCache:
     """Plan ``config.cache_policy`` over this worker's remote reads of a profiling pass."""
     train = config.train
-    batches = epoch_batches(hg.train_idx, train.batch_size, train.model.seed, 0)
+    batches = train.batches(hg.train_idx, 0)
     counts = worker.remote_access_counts(batches[:CACHE_PROFILE_BATCHES], config.num_partitions)
     profiles = type_profiles(hg, counts, train.model.hidden_dim)
     return RowCache(plan_cache(profiles, config.cache_bytes, config.cache_policy), profiles)

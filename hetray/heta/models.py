@@ -1,32 +1,39 @@
-"""R-GCN and R-GAT written as relation-specific partial aggregation + a cross-relation sum.
+"""R-GCN and R-GAT on a metatree: one parameter set per vertex, partial sums across holders.
 
 Glossary: ``B`` seeds; ``d`` hidden dim; ``H`` heads (R-GAT), ``d_h = d / H``; ``C`` classes;
-``x_v`` the input encoding of ``v`` (a per-type ``Linear(D_t, d)`` of its features, or a
-learnable ``d``-dim embedding for a featureless type).
+``p`` dropout; ``x_v = E_v(v)`` the input encoding of a node at metatree vertex ``v`` (a
+``Linear(D_t, d)`` of its features, or a learnable ``d``-dim embedding for a featureless
+type, initialised by :class:`EmbeddingInit`).
 
-Every parameter belongs to one root subtree of the metatree (see ``meta_partition``) or to
-the head, so the model is a sum of per-subtree terms, which is what lets a subtree live on
-any partition::
+Every parameter belongs to exactly one metatree vertex (the root's are the head), so the
+model does not depend on how the metatree is split over holders::
 
-    h_v  = relu( x_v + sum_{child c of vertex} m_c(v) )      inner metatree vertex
-    h_v  = x_v                                                 leaf vertex (depth L)
-    m_c(v) = W_c . mean_{u in N_c(v)} h_u                      R-GCN (sampled mean)
-    m_c(v) = W_c . sum_u alpha_uv h_u, alpha = softmax_{N_c(v)}(LeakyReLU(a_l.W_c h_u
-             + a_r.W_c x_v)) per head                          R-GAT (softmax inside c)
-    z_i(v) = m_{root child i}(v)                               partial aggregate [B, d]
-    logits = classifier( relu( x_v + sum_i z_i(v) ) )          head, after the all-reduce
+    h_v    = drop( relu( s_v + sum_{child c} m_c(v) ) )       inner vertex
+    h_v    = x_v                                              leaf vertex (depth L)
+    s_v    = x_v, or S_v x_v with a learnable self-loop weight
+    m_c(v) = W_c . mean_{u in N_c(v)} h_u  [+ b_c]            R-GCN (sampled mean)
+    m_c(v) = sum_u alpha_uv W_c h_u [+ b_c], alpha = softmax_{N_c(v)}(LeakyReLU(
+             a_l.W_c h_u + a_r.W_c Q_c(v))) per head          R-GAT (softmax inside c)
+    logits = classifier( drop( relu( s_root + sum_c m_c(root) ) ) )
 
-Self-loops use the vertex's *input* encoding ``x_v`` (not its previous-layer state), so no
-vertex state crosses subtrees; softmax runs inside one relation, so R-GAT is exact too. The
-only cross-partition quantity is ``sum_i z_i``: RAF sums it with one all-reduce.
+``Q_c`` is vertex ``c``'s own query encoder of its parent's type. Meta-partitioning (see
+``meta_partition``) replicates the *trunk* (the root and any vertex it cut below) on every
+holder and gives each *branch* (a vertex hanging off the trunk, with everything below it) to
+one holder. At a trunk vertex ``v`` the sum over its branch children is a sum of per-holder
+partial aggregates, one all-reduce of ``(n_v, d)``; a holder back-propagates into its own
+part through ``total + (local - stop_grad(local))``. Everything else in the trunk is computed
+identically on every holder (dropout masks are counter-based: a hash of step, vertex and node,
+never the process's RNG), so replicated parameters get identical gradients.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import math
 import warnings
-from collections.abc import Mapping
+import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -34,10 +41,13 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
 from hetray.core.errors import ConfigError
-from hetray.heta.meta_partition import MetaTreeNode, Subtree
-from hetray.heta.sampling import SampledEdges, SampledTree
+from hetray.heta.meta_partition import MetaTreeNode
+from hetray.heta.sampling import SampledEdges, SampledTree, counter_uniform, vertex_salt
 
 logger = logging.getLogger(__name__)
+
+#: ``reduce(local) -> total``: the sum of a ``(n, d)`` partial over all holders (detached).
+Reduce = Callable[[torch.Tensor], torch.Tensor]
 
 
 class ConvKind(str, enum.Enum):
@@ -45,6 +55,18 @@ class ConvKind(str, enum.Enum):
 
     RGCN = "rgcn"
     RGAT = "rgat"
+
+
+class EmbeddingInit(str, enum.Enum):
+    """Initial values of a featureless type's learnable embedding table ``(N_t, d)``.
+
+    ``normal``: ``N(0, embedding_std^2)``, by default ``N(0, 1)``: ``nn.Embedding``'s own
+    default and what DGL's and PyG's R-GCN examples start from. ``xavier``: Glorot uniform
+    over the ``(N_t, d)`` table, ``U(-a, a)``, ``a = sqrt(6 / (N_t + d))``.
+    """
+
+    NORMAL = "normal"
+    XAVIER = "xavier"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,10 +78,16 @@ class ModelConfig:
         hidden_dim: ``d``.
         num_heads: ``H`` (R-GAT only); must divide ``hidden_dim``.
         fanouts: sampled neighbours per relation per level, root level first; its length is
-            the depth ``L``.
-        seed: parameter-initialisation seed.
+            the depth ``L`` (full-graph training keeps every neighbour).
+        seed: parameter-initialisation, dropout and sampling seed.
         float64: compute in float64 (exactness tests: Adam amplifies float32 summation-order
             differences of ~1e-7 to ~1e-5 within a few steps).
+        dropout: ``p``, dropout probability after every ReLU (0 disables it).
+        self_loop_weight: learn a ``d x d`` self-loop weight ``S_v`` at every inner vertex
+            (and the root) instead of adding ``x_v`` as it is.
+        relation_bias: a learnable bias ``b_c`` per relation message.
+        embedding_init: how featureless types' embeddings start.
+        embedding_std: standard deviation of ``embedding_init = normal``.
     """
 
     conv: ConvKind = ConvKind.RGCN
@@ -68,13 +96,23 @@ class ModelConfig:
     fanouts: tuple[int, ...] = (10, 10)
     seed: int = 0
     float64: bool = False
+    dropout: float = 0.5
+    self_loop_weight: bool = False
+    relation_bias: bool = False
+    embedding_init: EmbeddingInit = EmbeddingInit.NORMAL
+    embedding_std: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.hidden_dim < 1 or self.hidden_dim % self.num_heads:
+        if self.hidden_dim < 1 or self.num_heads < 1 or self.hidden_dim % self.num_heads:
             raise ConfigError("ModelConfig", "hidden_dim", self.hidden_dim,
                               f"a positive multiple of num_heads={self.num_heads}")
         if not self.fanouts:
             raise ConfigError("ModelConfig", "fanouts", self.fanouts, "at least one level")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError("ModelConfig", "dropout", self.dropout, "0 <= dropout < 1")
+        if not (self.embedding_std > 0 and math.isfinite(self.embedding_std)):
+            raise ConfigError("ModelConfig", "embedding_std", self.embedding_std,
+                              "a finite number > 0")
 
     @property
     def dtype(self) -> torch.dtype:
@@ -100,23 +138,26 @@ class InputSpec:
     feature_dim: int
 
 
-def _key(path: str) -> str:
-    return path.replace(".", "__") or "root"
+def init_embedding(weight: torch.Tensor, config: ModelConfig) -> None:
+    """Fill an embedding table ``(N_t, d)`` in place as ``config.embedding_init`` says."""
+    with torch.no_grad():
+        if config.embedding_init is EmbeddingInit.XAVIER:
+            nn.init.xavier_uniform_(weight)
+        else:
+            nn.init.normal_(weight, std=config.embedding_std)
 
 
-def _encoder(spec: InputSpec, dim: int) -> nn.Module:
+def make_encoder(spec: InputSpec, config: ModelConfig) -> nn.Module:
+    """``Linear(D_t, d)`` for a featured type, an initialised ``Embedding(N_t, d)`` otherwise."""
     if spec.feature_dim:
-        return nn.Linear(spec.feature_dim, dim)
-    emb = nn.Embedding(spec.num_nodes, dim)
-    nn.init.normal_(emb.weight, std=0.1)
+        return nn.Linear(spec.feature_dim, config.hidden_dim)
+    emb = nn.Embedding(spec.num_nodes, config.hidden_dim)
+    init_embedding(emb.weight, config)
     return emb
 
 
 def encode(encoder: nn.Module, ids: torch.Tensor, feats: torch.Tensor | None) -> torch.Tensor:
-    """Float32 ``(n, d)`` input encodings of ``ids``.
-
-    Feature rows go through the type's Linear; featureless types read embedding rows.
-    """
+    """Float ``(n, d)`` input encodings of ``ids`` (features through the Linear, or rows)."""
     if isinstance(encoder, nn.Embedding):
         return encoder(ids)
     return encoder(feats.index_select(0, ids))
@@ -127,8 +168,7 @@ def neighbour_mean(h_src: torch.Tensor, src_pos: torch.Tensor, dst_pos: torch.Te
     """Mean of ``h_src`` rows over each destination's sampled edges; 0 for none.
 
     One sparse-dense product ``A @ h_src`` with ``A[v, u] = 1 / deg(v)`` per edge ``(u, v)``
-    (in CSR: ``dst_pos`` is sorted, as :func:`~hetray.heta.sampling.sample_in_edges` emits
-    it), so the ``(M, d)`` gathered messages are never materialised, forward or backward.
+    (CSR: ``dst_pos`` is sorted, as :func:`~hetray.heta.sampling.sample_in_edges` emits it).
 
     Args:
         h_src: float ``(n_src, d)`` source states.
@@ -159,119 +199,175 @@ def segment_softmax(score: torch.Tensor, seg: torch.Tensor, num_segments: int) -
     return weight / total[seg]
 
 
-class SubtreeModule(nn.Module):
-    """All parameters of one root subtree.
+def counter_dropout(h: torch.Tensor, ids: torch.Tensor, p: float, salt: int) -> torch.Tensor:
+    """Inverted dropout of ``h (n, d)`` whose mask hashes ``(salt, ids[i], column)``.
 
-    These are the encoders of its node types and, per metatree edge, a relation weight
-    ``W_c`` (plus attention vectors for R-GAT).
+    The mask of node ``ids[i]`` depends on nothing else, so every holder replicating a vertex
+    draws the same mask, and a holder computing a subset of the nodes draws their masks.
+    """
+    n, d = h.shape
+    if p == 0.0 or n == 0:
+        return h
+    cols = torch.arange(d).repeat(n)
+    keep = counter_uniform(ids.repeat_interleave(d), cols, salt).view(n, d) >= p
+    return h * keep.to(h.dtype) / (1.0 - p)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepContext:
+    """What one forward pass needs besides its inputs.
+
+    Attributes:
+        reduce: sums a trunk vertex's ``(n, d)`` branch partial over holders.
+        seed: the model seed (dropout salts).
+        step: the global step (dropout salts).
+        train: training mode (dropout on).
     """
 
-    def __init__(self, subtree: Subtree, inputs: Mapping[str, InputSpec],
-                 config: ModelConfig) -> None:
+    reduce: Reduce
+    seed: int
+    step: int
+    train: bool
+
+
+def _key(path: str) -> str:
+    return path.replace(".", "__") or "root"
+
+
+class VertexModule(nn.Module):
+    """The parameters of one metatree vertex: ``E_v``, and for a non-root vertex ``W_v``.
+
+    Optional: ``S_v`` (self-loop weight, inner vertices), ``b_v`` (relation bias), and for
+    R-GAT the attention vectors ``a`` and the query encoder ``Q_v`` of the parent's type.
+    """
+
+    def __init__(self, node: MetaTreeNode, inputs: Mapping[str, InputSpec],
+                 config: ModelConfig, parent_type: str | None, inner: bool) -> None:
         super().__init__()
-        self.node = subtree.node
-        self.config = config
         dim, heads = config.hidden_dim, config.num_heads
         with torch.random.fork_rng():
-            torch.manual_seed(config.seed * 7919 + subtree.index + 1)
-            self.encoders = nn.ModuleDict({t: _encoder(inputs[t], dim)
-                                           for t in sorted(subtree.node_types)})
-            vertices = [v for v in subtree.node.walk() if v.relation is not None]
-            self.weights = nn.ModuleDict({_key(v.path): nn.Linear(dim, dim, bias=False)
-                                          for v in vertices})
+            torch.manual_seed(config.seed * 7919 + zlib.crc32(node.path.encode()))
+            self.encoder = make_encoder(inputs[node.ntype], config)
+            self.self_loop = (nn.Linear(dim, dim, bias=False)
+                              if config.self_loop_weight and inner else None)
+            if parent_type is None:
+                return
+            self.weight = nn.Linear(dim, dim, bias=False)
+            self.bias = nn.Parameter(torch.zeros(dim)) if config.relation_bias else None
             if config.conv is ConvKind.RGAT:
-                self.attn = nn.ParameterDict({
-                    _key(v.path): nn.Parameter(torch.randn(2, heads, dim // heads) * 0.1)
-                    for v in vertices})
+                self.attn = nn.Parameter(torch.randn(2, heads, dim // heads) * 0.1)
+                self.query = make_encoder(inputs[parent_type], config)
 
-    def forward(self, tree: SampledTree, x_root: torch.Tensor,
-                feats: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Partial aggregate ``z_i`` float32 ``(B, d)`` for the seeds of ``tree``.
+
+class MetatreeHGNN(nn.Module):
+    """The vertices one holder computes (its copy of the trunk and its branches) + head.
+
+    Args:
+        tree: the holder's view of the metatree (root = the target type; the trunk and the
+            branches this holder owns, see ``MetaPartitionPlan.holder_tree``).
+        trunk: paths of the trunk vertices (the root's path ``""`` included).
+        inputs: how each node type enters the model.
+        num_classes: ``C``.
+        config: hyper-parameters.
+    """
+
+    def __init__(self, *, tree: MetaTreeNode, trunk: frozenset[str],
+                 inputs: Mapping[str, InputSpec], num_classes: int,
+                 config: ModelConfig) -> None:
+        super().__init__()
+        self.tree, self.trunk, self.config = tree, trunk, config
+        self.target_type = tree.ntype
+        parents = {c.path: v.ntype for v in tree.walk() for c in v.children}
+        self.vertices = nn.ModuleDict({
+            _key(v.path): VertexModule(v, inputs, config, parents.get(v.path), self._inner(v))
+            for v in tree.walk()})
+        with torch.random.fork_rng():
+            torch.manual_seed(config.seed * 7919 + 1)
+            self.classifier = nn.Linear(config.hidden_dim, num_classes)
+
+    def forward(self, sampled: SampledTree, feats: Mapping[str, torch.Tensor],
+                ctx: StepContext) -> torch.Tensor:
+        """Logits float ``(B, C)`` of the seeds ``sampled.ids``.
 
         Args:
-            tree: sampled tree of the root restricted to this subtree (one edge set).
-            x_root: float32 ``(B, d)`` this subtree's encoding of the seeds (R-GAT queries).
-            feats: float32 ``(N_t, D_t)`` features per featured type.
+            sampled: the sampled tree of :attr:`tree` for the seeds.
+            feats: float ``(N_t, D_t)`` features per featured type held here.
+            ctx: reduce, salts and mode; ``ctx.reduce`` is called once per trunk vertex, in
+                post-order, with the same shapes on every holder.
         """
-        return self._message(self.node, tree.edges[0], x_root, feats)
+        pre = self._pre_activation(self.tree, sampled, feats, ctx)
+        return self.classifier(self._dropout(F.relu(pre), sampled.ids, self.tree, ctx))
 
-    def _vertex(self, node: MetaTreeNode, tree: SampledTree,
-                feats: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        x = encode(self.encoders[node.ntype], tree.ids, feats.get(node.ntype))
-        if not node.children:
-            return x
-        h = x
+    def _inner(self, node: MetaTreeNode) -> bool:
+        """Whether ``node`` aggregates (a trunk vertex may hold no branch on this holder)."""
+        return bool(node.children) or node.path in self.trunk
+
+    def _dropout(self, h: torch.Tensor, ids: torch.Tensor, node: MetaTreeNode,
+                 ctx: StepContext) -> torch.Tensor:
+        if not ctx.train:
+            return h
+        salt = vertex_salt(ctx.seed, ctx.step, node.subtree, node.path + "#dropout")
+        return counter_dropout(h, ids, self.config.dropout, salt)
+
+    def _state(self, node: MetaTreeNode, tree: SampledTree, feats: Mapping[str, torch.Tensor],
+               ctx: StepContext) -> torch.Tensor:
+        """``h_v`` of a non-root vertex for ``tree.ids``."""
+        if not self._inner(node):
+            return encode(self.vertices[_key(node.path)].encoder, tree.ids,
+                          feats.get(node.ntype))
+        pre = self._pre_activation(node, tree, feats, ctx)
+        return self._dropout(F.relu(pre), tree.ids, node, ctx)
+
+    def _pre_activation(self, node: MetaTreeNode, tree: SampledTree,
+                        feats: Mapping[str, torch.Tensor], ctx: StepContext) -> torch.Tensor:
+        """``s_v + sum_c m_c(v)``; at a trunk vertex the branch part is summed over holders."""
+        module = self.vertices[_key(node.path)]
+        x = encode(module.encoder, tree.ids, feats.get(node.ntype))
+        out = x if module.self_loop is None else module.self_loop(x)
+        in_trunk = node.path in self.trunk
+        local = None
         for child, edges in zip(node.children, tree.edges, strict=True):
-            h = h + self._message(child, edges, x, feats)
-        return F.relu(h)
+            msg = self._message(child, edges, tree.ids, feats, ctx)
+            if in_trunk and child.path not in self.trunk:
+                local = msg if local is None else local + msg
+            else:
+                out = out + msg
+        if in_trunk:
+            local = x.new_zeros(x.shape) if local is None else local
+            total = ctx.reduce(local.detach())
+            out = out + (total + (local - local.detach()))
+        return out
 
-    def _message(self, child: MetaTreeNode, edges: SampledEdges, x_dst: torch.Tensor,
-                 feats: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        h_src = self._vertex(child, edges.child, feats)
-        weight = self.weights[_key(child.path)]
-        n_dst = x_dst.shape[0]
+    def _message(self, child: MetaTreeNode, edges: SampledEdges, dst_ids: torch.Tensor,
+                 feats: Mapping[str, torch.Tensor], ctx: StepContext) -> torch.Tensor:
+        """``m_c(v)`` float ``(n_dst, d)`` for the parent's nodes ``dst_ids``."""
+        h_src = self._state(child, edges.child, feats, ctx)
+        module = self.vertices[_key(child.path)]
+        n_dst = len(dst_ids)
         if self.config.conv is ConvKind.RGCN:
-            return weight(neighbour_mean(h_src, edges.src_pos, edges.dst_pos, n_dst))
-        heads = self.config.num_heads
-        attn = self.attn[_key(child.path)]
-        w_src = weight(h_src).view(len(h_src), heads, -1)
-        w_dst = weight(x_dst).view(n_dst, heads, -1)
-        score = (w_src * attn[0]).sum(-1)[edges.src_pos] + (w_dst * attn[1]).sum(-1)[
-            edges.dst_pos]
+            out = module.weight(neighbour_mean(h_src, edges.src_pos, edges.dst_pos, n_dst))
+        else:
+            out = self._attend(module, h_src, edges, dst_ids, feats.get(_parent(self, child)))
+        return out if module.bias is None else out + module.bias
+
+    def _attend(self, module: VertexModule, h_src: torch.Tensor, edges: SampledEdges,
+                dst_ids: torch.Tensor, dst_feats: torch.Tensor | None) -> torch.Tensor:
+        heads, n_dst = self.config.num_heads, len(dst_ids)
+        w_src = module.weight(h_src).view(len(h_src), heads, -1)
+        w_dst = module.weight(encode(module.query, dst_ids, dst_feats)).view(n_dst, heads, -1)
+        score = ((w_src * module.attn[0]).sum(-1)[edges.src_pos]
+                 + (w_dst * module.attn[1]).sum(-1)[edges.dst_pos])
         alpha = segment_softmax(F.leaky_relu(score, 0.2), edges.dst_pos, n_dst)
         msg = alpha[..., None] * w_src[edges.src_pos]
         out = msg.new_zeros((n_dst, heads, msg.shape[-1])).index_add_(0, edges.dst_pos, msg)
         return out.reshape(n_dst, -1)
 
 
-class Head(nn.Module):
-    """Target-type encoder (the self-loop) and classifier; replicated on every holder."""
-
-    def __init__(self, target: InputSpec, num_classes: int, config: ModelConfig) -> None:
-        super().__init__()
-        with torch.random.fork_rng():
-            torch.manual_seed(config.seed * 7919)
-            self.encoder = _encoder(target, config.hidden_dim)
-            self.classifier = nn.Linear(config.hidden_dim, num_classes)
-
-    def forward(self, seeds: torch.Tensor, z: torch.Tensor,
-                feats: torch.Tensor | None) -> torch.Tensor:
-        """float32 ``(B, C)`` logits from seeds ``(B,)`` and summed aggregates ``z (B, d)``."""
-        return self.classifier(F.relu(encode(self.encoder, seeds, feats) + z))
+def _parent(model: MetatreeHGNN, child: MetaTreeNode) -> str:
+    """The node type of ``child``'s parent vertex (the destination of its relation)."""
+    return child.relation[2] if child.relation is not None else model.target_type
 
 
-class MetatreeHGNN(nn.Module):
-    """The subtrees one process holds (all of them single-process) plus the head."""
-
-    def __init__(self, *, subtrees: list[Subtree], target_type: str,
-                 inputs: Mapping[str, InputSpec], num_classes: int,
-                 config: ModelConfig) -> None:
-        super().__init__()
-        self.target_type = target_type
-        self.subtree_ids = [s.index for s in subtrees]
-        self.subtrees = nn.ModuleDict({str(s.index): SubtreeModule(s, inputs, config)
-                                       for s in subtrees})
-        self.head = Head(inputs[target_type], num_classes, config)
-
-    def partial(self, trees: Mapping[int, SampledTree],
-                feats: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Sum of this process's partial aggregates, float32 ``(B, d)``, subtrees in index order.
-
-        Args:
-            trees: sampled tree per held subtree index (root ids = the seeds).
-            feats: features per featured type held here.
-        """
-        total = None
-        for index in self.subtree_ids:
-            module = self.subtrees[str(index)]
-            tree = trees[index]
-            x_root = encode(module.encoders[self.target_type], tree.ids,
-                            feats.get(self.target_type))
-            z = module(tree, x_root, feats)
-            total = z if total is None else total + z
-        return total
-
-    def logits(self, seeds: torch.Tensor, z: torch.Tensor,
-               feats: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Head on the all-reduced ``z``: float32 ``(B, C)``."""
-        return self.head(seeds, z, feats.get(self.target_type))
+def identity_reduce(tensor: torch.Tensor) -> torch.Tensor:
+    """The :data:`Reduce` of a single holder (nothing to sum with)."""
+    return tensor

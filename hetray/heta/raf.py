@@ -1,18 +1,20 @@
 """Relation-aggregation-first (RAF) training state of one meta-partition, without Ray.
 
-Glossary: ``B`` seeds per step; ``d`` hidden dim; ``K`` partitions; ``C`` classes.
+Glossary: ``B`` seeds per step; ``d`` hidden dim; ``K`` partitions; ``C`` classes;
+``n_v`` sampled nodes at trunk vertex ``v``.
 
-A step is two calls around one sum across partitions (an all-reduce in actors, a plain
-sum in-process)::
+A step is one forward pass with one sum across partitions per trunk vertex (an all-reduce
+in actors, a plain sum in-process)::
 
-    z_k   = worker_k.partial(seeds, step)          # [B, d] float32, local relations only
-    z     = sum_k z_k                               # the only exchange: K * B * d * 4 bytes
-    stats = worker_k.finish(z)                      # replicated head, loss, local backward
+    z_k(v) = holder k's partial aggregate at trunk vertex v      # [n_v, d], its branches only
+    z(v)   = sum_k z_k(v)                                         # all-reduce, post-order
+    logits = replicated head(z(root), ...)  -> loss -> local backward -> local Adam step
 
-``finish`` back-propagates ``dL/dz`` into ``z_k`` (``z = z + (z_k - stop_grad(z_k))``), so no
-gradient crosses partitions: relation weights and embeddings are owned by one partition
-and the head gets identical gradients everywhere. With ``K = 1`` this *is* the
-single-process trainer.
+The backward pass sends ``dL/dz(v)`` into each ``z_k(v)``
+(``z = z + (z_k - stop_grad(z_k))``), so no gradient crosses partitions: branch parameters
+live on one partition and the trunk (the head included) gets identical gradients everywhere.
+Without a cut below the root the trunk is the root alone: one ``[B, d]`` all-reduce per step.
+With ``K = 1`` this *is* the single-process trainer.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from hetray.core.config import limited
 from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.meta_partition import MetaPartitionPlan, MetaTreeNode, SchemaStats
-from hetray.heta.models import InputSpec, MetatreeHGNN, ModelConfig
+from hetray.heta.metrics import confusion_matrix
+from hetray.heta.models import InputSpec, MetatreeHGNN, ModelConfig, Reduce, StepContext
 from hetray.heta.sampling import sample_tree
 
 logger = logging.getLogger(__name__)
@@ -41,22 +44,48 @@ class TrainConfig:
     """Training hyper-parameters (the defaults are ``hetray train heta``'s).
 
     Attributes:
-        model: model config (its seed also seeds sampling and batching).
-        batch_size: ``B`` seeds per step.
+        model: model config (its seed also seeds sampling, dropout and batching).
+        batch_size: ``B`` seeds per step (ignored by full-graph training).
         lr: Adam learning rate.
-        epochs: passes over the training ids.
+        weight_decay: Adam's L2 penalty on every parameter.
+        epochs: passes over the training ids (at most: see ``patience``).
+        full_graph: one step per epoch on all training ids, every neighbour kept (the
+            fanouts only give the depth): the seeds' outputs are those of a full-graph pass.
+        select_best: evaluate the validation ids after every epoch and end the run with the
+            parameters of the epoch of best validation accuracy (the first, on ties).
+        patience: with ``select_best``, stop after this many epochs without a better
+            validation accuracy (0: run every epoch).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
-    batch_size: int = limited("batch_rows", 1024)
+    batch_size: int = limited("batch_rows", 128)
     lr: float = 0.01
-    epochs: int = limited("steps", 3)
+    weight_decay: float = 5e-4
+    epochs: int = limited("steps", 100)
+    full_graph: bool = False
+    select_best: bool = True
+    patience: int = limited("steps", 0)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ConfigError("TrainConfig", "batch_size", self.batch_size, ">= 1")
-        if self.epochs < 0:
-            raise ConfigError("TrainConfig", "epochs", self.epochs, ">= 0")
+        for name in ("epochs", "patience"):
+            if getattr(self, name) < 0:
+                raise ConfigError("TrainConfig", name, getattr(self, name), ">= 0")
+        for name in ("lr", "weight_decay"):
+            value = getattr(self, name)
+            if not 0.0 <= value < float("inf"):
+                raise ConfigError("TrainConfig", name, value, "a finite number >= 0")
+
+    @property
+    def sample_fanouts(self) -> list[int]:
+        """Fanout per level as sampling uses it (0, every neighbour, in full-graph mode)."""
+        return [0] * self.model.depth if self.full_graph else list(self.model.fanouts)
+
+    def batches(self, train_idx: torch.Tensor, epoch: int) -> list[torch.Tensor]:
+        """The seed batches of ``epoch`` (one batch of all ids in full-graph mode)."""
+        size = max(1, len(train_idx)) if self.full_graph else self.batch_size
+        return epoch_batches(train_idx, size, self.model.seed, epoch)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,18 +97,21 @@ class StepStats:
         num_correct: correctly classified seeds.
         num_seeds: ``B``.
         bytes_sent: bytes the worker sent during the step.
+        confusion: int64 ``(C, C)`` (true, predicted) counts of the batch.
     """
 
     loss: float
     num_correct: int
     num_seeds: int
     bytes_sent: int = 0
+    confusion: torch.Tensor | None = None
 
     @classmethod
     def of_logits(cls, loss: float, logits: torch.Tensor, labels: torch.Tensor) -> StepStats:
         """The stats of a head's output: ``logits (B, C)`` against int64 ``labels (B,)``."""
-        return cls(loss=loss, num_correct=int((logits.argmax(1) == labels).sum()),
-                   num_seeds=len(labels))
+        pred = logits.argmax(1)
+        return cls(loss=loss, num_correct=int((pred == labels).sum()), num_seeds=len(labels),
+                   confusion=confusion_matrix(pred, labels, logits.shape[1]))
 
 
 def parameter_copies(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -115,6 +147,11 @@ def root_view(node: MetaTreeNode, target_type: str) -> MetaTreeNode:
     return MetaTreeNode(ntype=target_type, relation=None, children=(node,), path="")
 
 
+def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """Adam with the config's learning rate and L2 weight decay."""
+    return torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+
 class RafWorker:
     """Holds one partition's relations, features, parameters and optimizer state.
 
@@ -131,69 +168,51 @@ class RafWorker:
         self.part_id = part_id
         self.world_size = len(plan.partitions)
         self.config = config
-        self.subtrees = [plan.subtrees[i] for i in part.subtrees]
-        self.target_type = hg.target_type
+        self.tree = plan.holder_tree(part_id)
         self.csc = {rel: hg.csc(rel) for rel in sorted(part.relations)}
         dtype = config.model.dtype
         self.features = {t: f.to(dtype) for t, f in hg.features.items()
                          if t in part.node_types}
         self.labels = hg.labels
-        self.model = MetatreeHGNN(subtrees=self.subtrees, target_type=hg.target_type,
-                                  inputs=input_specs(hg), num_classes=hg.num_classes,
-                                  config=config.model).to(dtype)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
-        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.model = MetatreeHGNN(tree=self.tree, trunk=plan.trunk, inputs=input_specs(hg),
+                                  num_classes=hg.num_classes, config=config.model).to(dtype)
+        self.optimizer = make_optimizer(self.model, config)
         self.bytes_sent = 0
 
-    def partial(self, seeds: torch.Tensor, step: int, *, train: bool = True) -> torch.Tensor:
-        """Partial aggregate of this partition's subtrees for ``seeds``.
+    def _logits(self, seeds: torch.Tensor, step: int, reduce: Reduce,
+                train: bool) -> torch.Tensor:
+        self.model.train(train)
+        sampled = sample_tree(self.tree, seeds, self.csc, self.config.sample_fanouts,
+                              self.config.model.seed, step)
+        ctx = StepContext(reduce=reduce, seed=self.config.model.seed, step=step, train=train)
+        return self.model(sampled, self.features, ctx)
+
+    def train_step(self, seeds: torch.Tensor, step: int, reduce: Reduce) -> StepStats:
+        """Forward (``reduce`` sums each trunk partial over holders), loss, backward, Adam.
 
         Args:
             seeds: int64 ``(B,)`` target ids, the same on every partition.
-            step: global step (fixes the neighbour samples).
-            train: build the autograd graph (kept for :meth:`finish`).
-
-        Returns:
-            float32 ``(B, d)``, detached.
+            step: global step (fixes neighbour samples and dropout masks).
+            reduce: the sum over holders of a ``(n_v, d)`` partial (returns a new tensor).
         """
-        self.model.train(train)
-        trees = {}
-        for st in self.subtrees:
-            salt = (self.config.model.seed, step, st.index)
-            trees[st.index] = sample_tree(root_view(st.node, self.target_type), seeds,
-                                          self.csc, list(self.config.model.fanouts), salt)
-        with torch.set_grad_enabled(train):
-            z_local = self.model.partial(trees, self.features)
-        self._pending = (seeds, z_local)
-        if train:
-            self.bytes_sent += ring_allreduce_bytes(z_local.numel() * z_local.element_size(),
+        def counted(local: torch.Tensor) -> torch.Tensor:
+            self.bytes_sent += ring_allreduce_bytes(local.numel() * local.element_size(),
                                                     self.world_size)
-        return z_local.detach().clone()
+            return reduce(local)
 
-    def finish(self, z_total: torch.Tensor) -> StepStats:
-        """Head on the summed aggregate ``z_total (B, d)``, loss, backward, optimizer step."""
-        seeds, z_local = self._take_pending()
-        z = z_total + (z_local - z_local.detach())  # value: exactly z_total
-        logits = self.model.logits(seeds, z, self.features)
+        logits = self._logits(seeds, step, counted, train=True)
         loss = F.cross_entropy(logits, self.labels[seeds])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        return StepStats.of_logits(float(loss), logits, self.labels[seeds])
+        return StepStats.of_logits(float(loss), logits.detach(), self.labels[seeds])
 
-    def finish_eval(self, z_total: torch.Tensor) -> StepStats:
-        """Like :meth:`finish` without training."""
-        seeds, _ = self._take_pending()
+    def eval_step(self, seeds: torch.Tensor, step: int, reduce: Reduce) -> StepStats:
+        """Loss, accuracy and confusion on ``seeds`` without training (no bytes counted)."""
         with torch.no_grad():
-            logits = self.model.logits(seeds, z_total, self.features)
+            logits = self._logits(seeds, step, reduce, train=False)
             loss = F.cross_entropy(logits, self.labels[seeds])
         return StepStats.of_logits(float(loss), logits, self.labels[seeds])
-
-    def _take_pending(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self._pending is None:
-            raise RuntimeError("finish called without a preceding partial")
-        pending, self._pending = self._pending, None
-        return pending
 
     def parameters_by_name(self) -> dict[str, torch.Tensor]:
         """Detached copies of all parameters, keyed by name."""

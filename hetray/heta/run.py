@@ -45,14 +45,14 @@ from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import CachePolicy, cache_comparison
 from hetray.heta.collective import CollectiveHub
 from hetray.heta.driver import EpochReport, HetaDriver
-from hetray.heta.holder import HolderConfig, Mode, shared_owners
+from hetray.heta.holder import HolderConfig, Mode, raf_plan, shared_owners
 from hetray.heta.raf import TrainConfig
 from hetray.heta.worker import HolderWorker
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Backend", "CacheConfig", "LinkConfig", "LocalBackend", "LocalHolderGroup", "Progress",
-           "RecoveryConfig", "RunConfig", "RunReport", "TrainConfig", "run"]
+           "RecoveryConfig", "RunConfig", "RunReport", "TrainConfig", "check_run", "run"]
 
 #: Bytes per MiB (``cache.budget_mb``).
 MIB = 2**20
@@ -129,10 +129,12 @@ class RunConfig:
     """One Heta run (``hetray train heta --print-config`` prints it as YAML).
 
     Attributes:
-        dataset: ``synthetic-mag:EDGES[:SEED]``, a Parquet dataset dir or a ``heco_*`` dir
-            (:func:`~hetray.graph.datasets.load_dataset`).
+        dataset: ``synthetic-mag:EDGES[:SEED]``, a hetray Parquet dir, a MAGNN/PyG raw dir,
+            a ``heco_*`` dir or a ``dgl.save_graphs`` file
+            (:func:`~hetray.graph.datasets.load_dataset`, ``docs/datasets.md``).
         mode: RAF (Heta) or vanilla (DistDGL-style).
-        num_partitions: ``K`` holders.
+        num_partitions: ``K`` holders (RAF: at most the metatree's leaves, see
+            :func:`check_run`).
         node_partition: vanilla's node assignment, ``"metis"`` or ``"random"``.
         holder_cpus: CPUs each holder reserves (Ray backend).
         train: model and training hyper-parameters.
@@ -243,6 +245,10 @@ class RunReport:
         train_acc: accuracy on the training ids after training (fraction).
         val_acc: validation accuracy (fraction).
         test_acc: test accuracy (fraction).
+        val_f1: validation macro-F1 (fraction).
+        test_f1: test macro-F1 (fraction).
+        best_epoch: the epoch whose parameters the run ended with (``select_best``), or None
+            (the last epoch's).
         link_delay_s: emulated network seconds summed over holders.
         counters: every holder counter summed over holders (``bytes_sent``,
             ``link_delay_s``, and ``cache_*`` for a vanilla run with a cache).
@@ -259,6 +265,9 @@ class RunReport:
     val_acc: float
     test_acc: float
     link_delay_s: float
+    val_f1: float = 0.0
+    test_f1: float = 0.0
+    best_epoch: int | None = None
     counters: dict[str, float] = field(default_factory=dict)
     cache: dict[str, float] | None = None
 
@@ -301,7 +310,7 @@ def run(config: RunConfig, backend: Backend | None = None, progress: Progress | 
             times.
     """
     hg = graph if graph is not None else load_dataset(config.dataset)
-    holders = config.holder_config()
+    holders = check_run(config, hg)
     progress = progress or Progress()
     owners = shared_owners(hg, holders)  # once: METIS is not deterministic across calls
     group = (backend or LocalBackend()).holders(hg, holders, owners,
@@ -312,16 +321,36 @@ def run(config: RunConfig, backend: Backend | None = None, progress: Progress | 
                                 checkpoint_every=config.recovery.checkpoint_every,
                                 max_restarts=config.recovery.max_restarts)
             epochs = driver.run(progress.on_epoch, progress.on_step)
-            accuracy = [driver.accuracy(ids) for ids in (hg.train_idx, hg.val_idx, hg.test_idx)]
+            train, val, test = (driver.evaluate(ids)
+                                for ids in (hg.train_idx, hg.val_idx, hg.test_idx))
             counters = driver.counters()
     finally:
         group.shutdown()
     cache = _cache_comparison(hg, config)
     return RunReport(dataset=hg.name, mode=holders.mode.value,
                      model=holders.train.model.conv.value, partitions=holders.num_partitions,
-                     epochs=epochs, train_acc=accuracy[0], val_acc=accuracy[1],
-                     test_acc=accuracy[2], link_delay_s=counters["link_delay_s"],
-                     counters=counters, cache=cache)
+                     epochs=epochs, train_acc=train.acc, val_acc=val.acc, test_acc=test.acc,
+                     val_f1=val.macro_f1, test_f1=test.macro_f1, best_epoch=driver.best_epoch,
+                     link_delay_s=counters["link_delay_s"], counters=counters, cache=cache)
+
+
+def check_run(config: RunConfig, hg: HeteroGraph) -> HolderConfig:
+    """The holders' config, once ``config`` is known to fit ``hg`` (before any holder starts).
+
+    Raises:
+        ConfigError: RAF with more partitions than the metatree of ``hg`` can be split into
+            (names the allowed range), so the mistake costs no actor start-up.
+    """
+    holders = config.holder_config()
+    if holders.mode is Mode.RAF:
+        try:
+            raf_plan(hg, holders)
+        except ConfigError as err:
+            if err.field != "num_partitions":
+                raise
+            raise ConfigError("RunConfig", "num_partitions", err.value,
+                              f"{err.allowed} for {hg.name}") from err
+    return holders
 
 
 def _cache_comparison(hg: HeteroGraph, config: RunConfig) -> dict[str, float] | None:

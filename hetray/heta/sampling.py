@@ -115,22 +115,24 @@ def sample_in_edges(indptr: torch.Tensor, src: torch.Tensor, dst_ids: torch.Tens
 
 
 def sample_tree(node: MetaTreeNode, ids: torch.Tensor, csc: dict[Relation, tuple],
-                fanouts: list[int], salt: tuple[int, int, int]) -> SampledTree:
+                fanouts: list[int], seed: int, step: int) -> SampledTree:
     """Sample the computation tree of ``node`` for destination ``ids``.
 
     Args:
         node: metatree vertex.
         ids: int64 ``(n,)`` node ids of ``node.ntype``.
         csc: ``relation -> (indptr, src)`` for at least the relations below ``node``.
-        fanouts: fanout per level, nearest level first.
-        salt: ``(seed, step, subtree)``; each vertex salts its draws with its path too.
+        fanouts: fanout per level, nearest level first (``<= 0``: every neighbour).
+        seed: the model seed; each vertex salts its draws with ``(seed, step, its root
+            subtree, its path)`` (:func:`vertex_salt`).
+        step: the global step.
     """
     edges = []
     for child in node.children:
         indptr, src = csc[child.relation]
         dst_pos, src_ids = sample_in_edges(indptr, src, ids, fanouts[0],
-                                           vertex_salt(*salt, child.path))
+                                           vertex_salt(seed, step, child.subtree, child.path))
         uniq, src_pos = torch.unique(src_ids, return_inverse=True)
-        sub = sample_tree(child, uniq, csc, fanouts[1:], salt)
+        sub = sample_tree(child, uniq, csc, fanouts[1:], seed, step)
         edges.append(SampledEdges(dst_pos=dst_pos, src_pos=src_pos, child=sub))
     return SampledTree(ids=ids, edges=tuple(edges))

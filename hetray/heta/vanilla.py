@@ -33,9 +33,16 @@ from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import PROFILE_STEP_OFFSET, RowCache
 from hetray.heta.collective import Collective
 from hetray.heta.meta_partition import meta_partition
-from hetray.heta.models import MetatreeHGNN
-from hetray.heta.raf import StepStats, TrainConfig, input_specs, root_view, schema_stats
-from hetray.heta.sampling import sample_tree
+from hetray.heta.models import MetatreeHGNN, StepContext, identity_reduce
+from hetray.heta.raf import (
+    StepStats,
+    TrainConfig,
+    input_specs,
+    make_optimizer,
+    root_view,
+    schema_stats,
+)
+from hetray.heta.sampling import SampledTree, sample_tree
 
 logger = logging.getLogger(__name__)
 
@@ -79,14 +86,15 @@ class VanillaWorker:
         plan = meta_partition(schema_stats(hg, config.model.hidden_dim), 1, config.model.depth)
         self.rank, self.config, self.owners, self.link = rank, config, owners, link
         self.subtrees = list(plan.subtrees)
+        self.tree = plan.tree
         self.target_type = hg.target_type
         self.csc = {rel: hg.csc(rel) for rel in hg.relations}
         self.features = {t: f.to(config.model.dtype) for t, f in hg.features.items()}
         self.labels = hg.labels
-        self.model = MetatreeHGNN(subtrees=self.subtrees, target_type=hg.target_type,
-                                  inputs=input_specs(hg), num_classes=hg.num_classes,
+        self.model = MetatreeHGNN(tree=plan.tree, trunk=plan.trunk, inputs=input_specs(hg),
+                                  num_classes=hg.num_classes,
                                   config=config.model).to(config.model.dtype)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr)
+        self.optimizer = make_optimizer(self.model, config)
         itemsize = torch.finfo(config.model.dtype).bits // 8
         self.row_bytes = {t: itemsize * (hg.feature_dim(t) or config.model.hidden_dim)
                           for t in hg.graph.ntypes}
@@ -94,10 +102,20 @@ class VanillaWorker:
         self.cache: RowCache | None = None
 
     def _trees(self, seeds: torch.Tensor, step: int) -> dict:
+        """The sampled tree of each root subtree (the same draws as the whole tree's)."""
         return {st.index: sample_tree(root_view(st.node, self.target_type), seeds, self.csc,
-                                      list(self.config.model.fanouts),
-                                      (self.config.model.seed, step, st.index))
+                                      self.config.sample_fanouts, self.config.model.seed, step)
                 for st in self.subtrees}
+
+    def _logits(self, seeds: torch.Tensor, trees: dict, step: int,
+                train: bool) -> torch.Tensor:
+        """The model on ``seeds`` from the per-subtree trees of :meth:`_trees`."""
+        self.model.train(train)
+        whole = SampledTree(ids=seeds, edges=tuple(trees[st.index].edges[0]
+                                                   for st in self.subtrees))
+        ctx = StepContext(reduce=identity_reduce, seed=self.config.model.seed, step=step,
+                          train=train)
+        return self.model(whole, self.features, ctx)
 
     def _remote_ids(self, trees: dict) -> list[tuple[str, torch.Tensor]]:
         """``(ntype, ids)`` of the remote rows a step reads: int64 unique ids per subtree."""
@@ -141,18 +159,16 @@ class VanillaWorker:
     def step(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
         """Train on this worker's share of the global batch ``seeds (B,)``; syncs gradients."""
         mine = seeds[self.rank::coll.world_size]
-        self.model.train()
         trees = self._trees(mine, step)
         self._fetch_remote_rows(trees)
-        z = self.model.partial(trees, self.features)
-        logits = self.model.logits(mine, z, self.features)
+        logits = self._logits(mine, trees, step, train=True)
         loss = F.cross_entropy(logits, self.labels[mine], reduction="sum") / len(seeds)
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
         self._sync_gradients(coll)
         self.optimizer.step()
-        return StepStats.of_logits(float(coll.allreduce(loss.detach().reshape(1))), logits,
-                                   self.labels[mine])
+        return StepStats.of_logits(float(coll.allreduce(loss.detach().reshape(1))),
+                                   logits.detach(), self.labels[mine])
 
     def _sync_gradients(self, coll: Collective) -> None:
         embedding_ids = {id(m.weight) for m in self.model.modules()
@@ -188,11 +204,8 @@ class VanillaWorker:
     def evaluate(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
         """Accuracy on this worker's share of ``seeds`` (no traffic counted)."""
         mine = seeds[self.rank::coll.world_size]
-        self.model.eval()
         with torch.no_grad():
-            trees = self._trees(mine, step)
-            logits = self.model.logits(mine, self.model.partial(trees, self.features),
-                                       self.features)
+            logits = self._logits(mine, self._trees(mine, step), step, train=False)
         return StepStats.of_logits(float(F.cross_entropy(logits, self.labels[mine])), logits,
                                    self.labels[mine])
 

@@ -11,9 +11,15 @@ from hetray.graph import synthetic_mag
 from hetray.heta.driver import HetaDriver
 from hetray.heta.holder import HolderConfig, Mode, shared_owners
 from hetray.heta.models import ConvKind
-from hetray.heta.raf import TrainConfig, epoch_batches
+from hetray.heta.raf import TrainConfig
 from hetray.heta.worker import HolderWorker
-from tests.unit.heta.reference import assert_same, exact_config, gathered, single_process
+from tests.unit.heta.reference import (
+    assert_same,
+    exact_config,
+    gathered,
+    single_process,
+    tiny_dblp,
+)
 
 EPOCHS = 2
 
@@ -45,6 +51,18 @@ def test_raf_holders_equal_single_process(ray_shared, graph, tmp_path, conv, num
         reports = [driver.run_epoch() for _ in range(EPOCHS)]
         assert reports[-1].bytes_sent > 0
         assert_same(reference(graph, train),
+                    gathered(driver.group.execute(HolderWorker.parameters)))
+
+
+def test_a_cut_below_the_root_on_ray_holders_equals_single_process(ray_shared, tmp_path):
+    """DBLP's schema, K = 2: the trunk's partial sums cross real gloo all-reduces."""
+    hg = tiny_dblp(seed=5, num_authors=150)
+    train = exact_config(ConvKind.RGCN, dropout=0.3)
+    cfg = HolderConfig(mode=Mode.RAF, train=train, num_partitions=2)
+    with ray_holders(hg, cfg, tmp_path) as driver:
+        reports = [driver.run_epoch() for _ in range(EPOCHS)]
+        assert reports[-1].bytes_sent > 0
+        assert_same(single_process(hg, train, EPOCHS)[0].parameters(),
                     gathered(driver.group.execute(HolderWorker.parameters)))
 
 
@@ -82,7 +100,7 @@ def test_vanilla_holders_compute_the_same_model_and_move_more_bytes(ray_shared, 
     expected = reference(graph, train)
     assert_same(expected, replicas[0])
     assert_same(replicas[0], replicas[1])
-    steps = len(epoch_batches(graph.train_idx, train.batch_size, 1, 0))
+    steps = len(train.batches(graph.train_idx, 0))
     raf_bytes = steps * train.batch_size * train.model.hidden_dim * 8 * 2  # ring, K = 2
     assert reports[-1].bytes_sent > 3 * raf_bytes
     # a cache of remote rows cuts the fetched bytes, never changes the numerics
