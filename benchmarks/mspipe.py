@@ -46,11 +46,11 @@ Stale rows are mitigated by replaying the trainer's own in-flight write-backs
 sequential AP); ``--mitigation similar`` uses MSPipe's blend with similar nodes instead.
 
 The headline (CollegeMsg, TGN) trains as DyGLib does, shortened to fit the time budget:
-batch 200, 10 recent neighbours, dropout 0.1, up to ``--headline-epochs`` epochs with early
-stopping on validation AP (patience 5, best epoch restored), random negatives, transductive
-test with memory carried through validation, DyGLib's lr 1e-4 (``--headline-lr``); at most
-``--headline-epochs`` epochs instead of DyGLib's 100 (it stops around epoch 20). The other
-cells are short runs (``--epochs``) at ``--lr``.
+batch 200, 10 recent neighbours, dropout 0.1, early stopping on validation AP (patience 5,
+the best epoch's parameters and memory restored), DyGLib's lr 1e-4 (``--headline-lr``), at
+most ``--headline-epochs`` epochs instead of DyGLib's 100, evaluated as TGN / DyGLib do
+(``--evaluation tgn``, the default; each run's summary records its ``evaluation``). The
+other cells are short runs (``--epochs``) at ``--lr``.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ from hetray.mspipe.store import LocalMemoryStore
 from hetray.temporal.batches import batch_slices
 from hetray.temporal.data import EventStream, chronological_split
 from hetray.temporal.models import ModelKind
+from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.synthetic import SyntheticConfig
 from hetray.temporal.train import train_step
 
@@ -93,9 +94,11 @@ REFERENCE = {
 }
 
 
-#: The keys of a run's summary in the JSON (a subset of ``RunReport.to_dict()``).
-SUMMARY_KEYS = ("val", "test", "test_inductive", "train_events_per_s", "staleness_histogram",
-                "stage_ms", "recoveries", "val_ap_by_epoch", "best_epoch")
+#: The keys of a run's summary in the JSON (a subset of ``RunReport.to_dict()``);
+#: ``evaluation`` names the protocol that produced its AP / AUC (``hetray`` or ``tgn``).
+SUMMARY_KEYS = ("evaluation", "val", "test", "test_inductive", "train_events_per_s",
+                "staleness_histogram", "stage_ms", "recoveries", "val_ap_by_epoch", "best_epoch",
+                "trainer_threads", "warnings")
 
 
 def datasets(events_synthetic: int) -> dict[str, DataConfig]:
@@ -129,7 +132,7 @@ def step_ms(events: EventStream, kind: ModelKind, threads: int, num_steps: int =
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     store = LocalMemoryStore(memory_config(events, cfg))
     batches = batch_slices(split.train, 200)[:num_steps + 4]
-    source = InlineSources(events, split, cfg.num_neighbors, seed=0).open(
+    source = InlineSources(events, split, cfg.sampled_neighbors, seed=0).open(
         EventView.TRAIN, batches, NegativeStream.train(0))
     torch.set_num_threads(threads)
     times = []
@@ -225,6 +228,7 @@ def compare(data: DataConfig, kind: ModelKind, train_cfg: TrainConfig,
         "events_per_s_sequential": seq["train_events_per_s"],
         "events_per_s_mspipe": pipe["train_events_per_s"],
         "speedup_fastest_epochs": pipe["best_epoch_events_per_s"] / seq["best_epoch_events_per_s"],
+        "evaluation": seq["evaluation"],
         "ap_sequential": seq["test"]["ap"], "ap_mspipe": pipe["test"]["ap"],
         "ap_gap_pt": 100 * (seq["test"]["ap"] - pipe["test"]["ap"]),
         "auc_sequential": seq["test"]["auc"], "auc_mspipe": pipe["test"]["auc"],
@@ -287,6 +291,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--mitigation", default="own_writes",
                         choices=[m.value for m in Mitigation])
     parser.add_argument("--batch-size", type=int, default=200)
+    parser.add_argument("--evaluation", default=EvalProtocol.TGN.value,
+                        choices=[e.value for e in EvalProtocol],
+                        help="evaluation of every AP (tgn: TGN / DyGLib's, as the reference)")
     parser.add_argument("--lr", type=float, default=1e-3, help="lr of the short cells")
     parser.add_argument("--headline-lr", type=float, default=1e-4, help="lr of the headline")
     parser.add_argument("--synthetic-events", type=int, default=10000)
@@ -303,9 +310,11 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def run_grid(args: argparse.Namespace, streams: dict[str, DataConfig]) -> dict[str, Any]:
-    """Every (dataset, model) cell; the headline cell trains longer and over ``--seeds``."""
-    short = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr)
+def run_grid(args: argparse.Namespace, streams: dict[str, DataConfig],
+             threads: int) -> dict[str, Any]:
+    """Every (dataset, model) cell (``threads`` each); the headline trains longer, ``--seeds``."""
+    short = TrainConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                        evaluation=EvalProtocol(args.evaluation), threads=threads)
     long = replace(short, epochs=args.headline_epochs, patience=args.patience,
                    lr=args.headline_lr)
     seeds = [int(x) for x in args.seeds.split(",")]
@@ -346,7 +355,7 @@ def main() -> None:
     headline_stream = load_dataset(streams.get(HEADLINE[0], next(iter(streams.values()))))
     threads = probe_threads(headline_stream, ModelKind.TGN)
     threads["call_cost"] = probe_call_cost(headline_stream, ModelKind.TGN)
-    grid = run_grid(args, streams)
+    grid = run_grid(args, streams, threads["torch_threads"])
     headline = grid.get(HEADLINE[0], next(iter(grid.values()))).get(HEADLINE[1], {})
     keys = ("speedup", "ideal_speedup", "fraction_of_ideal", "events_per_s_sequential",
             "events_per_s_mspipe", "ap_mspipe", "ap_sequential", "ap_gap_pt", "auc_mspipe",
@@ -355,13 +364,14 @@ def main() -> None:
             "mspipe_ms_per_batch", "mspipe_stage_ms_per_batch", "mspipe_slowest_stage",
             "mspipe_overhead_ms_per_batch", "speedup_fastest_epochs",
             "ideal_speedup_sequential_stages", "fraction_of_ideal_sequential_stages", "seeds",
-            "best_epoch", "speedup_long_run", "ideal_speedup_long_run",
+            "best_epoch", "evaluation", "speedup_long_run", "ideal_speedup_long_run",
             "fraction_of_ideal_long_run", "fraction_of_ideal_sequential_stages_long_run",
             "speed_pairs")
     college_tgn = grid.get(HEADLINE[0], {}).get(HEADLINE[1], {})
     result = {
         "tgn": {k: headline[k] for k in keys} if headline else {},
         "collegemsg": {"tgn_ap": college_tgn.get("ap_sequential"),
+                       "tgn_ap_evaluation": college_tgn.get("evaluation"),
                        "tgn_ap_mspipe": college_tgn.get("ap_mspipe"),
                        "reference_ap": REFERENCE["ap"], "reference_source": REFERENCE["source"]},
         "settings": {"headline_epochs": args.headline_epochs, "patience": args.patience,
@@ -372,7 +382,7 @@ def main() -> None:
                      "speed_repeats": args.speed_repeats, "speed_epochs": args.speed_epochs,
                      "pipeline": {k: getattr(PipelineConfig(), k) for k in (
                          "io_batches", "max_staleness", "prefetch_depth")},
-                     "mitigation": args.mitigation,
+                     "mitigation": args.mitigation, "evaluation": args.evaluation,
                      "cpu_count": os.cpu_count(), "load_avg_at_start": os.getloadavg(),
                      **threads},
         "grid": grid,

@@ -31,11 +31,23 @@ from hetray.cli.common import (
 from hetray.cli.progress import Bar
 from hetray.mspipe.fit import Progress, TrainConfig
 from hetray.mspipe.report import RunReport
-from hetray.mspipe.run import Backend, DataConfig, ModelChoice, RunConfig, StoreConfig, run
+from hetray.mspipe.run import (
+    SYNTHETIC,
+    Backend,
+    DataConfig,
+    ModelChoice,
+    RunConfig,
+    StoreConfig,
+    run,
+)
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
 from hetray.mspipe.storage import refuse_reused
+from hetray.temporal.formats import DELIMITERS, CsvHeader
+from hetray.temporal.loaders import EventFormat, detect_format
 from hetray.temporal.models import ModelKind
+from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.synthetic import SyntheticConfig
+from hetray.temporal.train import LinkMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +61,12 @@ Examples:
   hetray train mspipe --no-checkpoints     # a dead memory shard then ends the run
   hetray train mspipe --print-config > mspipe.yaml  # edit, then: --config mspipe.yaml
 """
+#: One line per evaluation protocol, printed with the metrics.
+EVALUATION_HELP = {
+    EvalProtocol.HETRAY: "AP / AUC over each whole set",
+    EvalProtocol.TGN: "TGN / DyGLib: per-batch AP averaged, negatives from distinct "
+                      "destinations, TGN's new-node rule",
+}
 #: click parameter -> the RunConfig field it overrides (``--staleness`` sets several).
 FLAGS = {
     "dataset": "data.dataset", "kind": "model.kind", "memory_dim": "model.memory_dim",
@@ -56,7 +74,11 @@ FLAGS = {
     "patience": "train.patience", "batch_size": "train.batch_size", "lr": "train.lr",
     "shards": "store.num_shards", "checkpoint_dir": "store.checkpoint_dir",
     "checkpoints": "store.checkpointing", "checkpoint_every": "store.checkpoint_every",
-    "storage_dir": "storage_dir",
+    "storage_dir": "storage_dir", "evaluation": "train.evaluation", "threads": "train.threads",
+    "time_dim": "model.time_dim", "num_neighbors": "model.num_neighbors",
+    "num_heads": "model.num_heads", "dropout": "model.dropout", "fmt": "data.format",
+    "sort": "data.sort", "columns": "data.csv.columns", "header": "data.csv.header",
+    "delimiter": "data.csv.delimiter", "time_format": "data.csv.time_format",
 }
 
 
@@ -85,15 +107,28 @@ def _bars() -> Iterator[Progress]:
             state["bar"].close()
 
 
+def _metrics_line(name: str, metrics: LinkMetrics) -> str:
+    """One metrics line; a set without events says so instead of printing NaN."""
+    if not metrics.num_events:
+        return f"{name:>15}: no events"
+    return (f"{name:>15}: AP {metrics.ap:.4f}  AUC {metrics.auc:.4f}  "
+            f"({metrics.num_events} events)")
+
+
 def _print(config: RunConfig, report: RunReport) -> None:
     pipe = config.pipeline
     click.echo(f"{report.dataset}: {report.num_events} events, {report.num_nodes} nodes; "
                f"{config.model.kind.value} with {pipe.mode.value}, staleness "
-               f"{'auto' if pipe.auto_staleness else pipe.staleness}")
+               f"{'auto' if pipe.auto_staleness else pipe.staleness}, "
+               f"{report.threads} trainer thread(s)")
+    for warning in report.warnings:
+        click.echo(f"warning: {warning}")
+    click.echo(f"evaluation: {report.evaluation.value} "
+               f"({EVALUATION_HELP[report.evaluation]})")
     for name, m in (("val", report.val), ("test", report.test),
                     ("test_inductive", report.test_inductive)):
         if m is not None:
-            click.echo(f"{name:>15}: AP {m.ap:.4f}  AUC {m.auc:.4f}  ({m.num_events} events)")
+            click.echo(_metrics_line(name, m))
     click.echo(f"tested epoch {report.best_epoch} (validation AP by epoch: "
                f"{', '.join(f'{ap:.4f}' for ap in report.val_history)})")
     click.echo(f"training throughput: {report.train_events_per_s:.0f} events/s")
@@ -103,6 +138,17 @@ def _print(config: RunConfig, report: RunReport) -> None:
     click.echo(f"stage times (ms, moving average): {stages}")
     for recovery in report.recoveries:
         click.echo(f"recovery: {recovery}")
+
+
+def _echo_format(data: DataConfig) -> None:
+    """Say which format an event file is read as (and that it was guessed, when it is)."""
+    if data.dataset == SYNTHETIC:
+        return
+    if data.format == EventFormat.AUTO:
+        click.echo(f"format: {detect_format(Path(data.dataset)).value} (detected from the file "
+                   "name; pass --format to choose)")
+    else:
+        click.echo(f"format: {data.format.value}")
 
 
 def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Backend | None:
@@ -118,8 +164,27 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
 @click.command("mspipe", epilog=EXAMPLES)
 @config_options
 @click.option("--dataset", default=DEFAULTS.data.dataset, show_default=True,
-              help="'synthetic' or a path: CollegeMsg.txt, soc-sign-bitcoin*.csv, ml_*.csv, "
-                   "edges.csv or .parquet.")
+              help="'synthetic' or the path of an event file (docs/datasets.md).")
+@click.option("--format", "fmt", type=click.Choice([f.value for f in EventFormat]),
+              default=DEFAULTS.data.format.value, show_default=True,
+              help="The file's format; auto guesses from the name (ml_*.csv: jodie, edges.csv: "
+                   "tgl, other .csv: bitcoin, .parquet: parquet, else snap) and says so.")
+@click.option("--sort/--no-sort", default=DEFAULTS.data.sort, show_default=True,
+              help="Sort rows that are not in time order (with a warning) instead of refusing "
+                   "the file.")
+@click.option("--columns", default=DEFAULTS.data.csv.columns, show_default=True,
+              help="--format csv: ROLE=COLUMN,... with roles src, dst, t, label, feat and "
+                   "columns by 0-based index or header name; feat=3:10 is a range.")
+@click.option("--header", type=click.Choice([h.value for h in CsvHeader]),
+              default=DEFAULTS.data.csv.header.value, show_default=True,
+              help="--format csv: whether the first line is a header (auto: when its time "
+                   "cell is not a time).")
+@click.option("--delimiter", type=click.Choice(list(DELIMITERS)),
+              default=DEFAULTS.data.csv.delimiter, show_default=True,
+              help="--format csv: the column delimiter.")
+@click.option("--time-format", default=DEFAULTS.data.csv.time_format,
+              help="--format csv: strftime codes of text times (e.g. '%m/%d/%y %I:%M %p'), "
+                   "read as UNIX seconds (UTC); default: times are numbers.")
 @click.option("--model", "kind", type=click.Choice([k.value for k in ModelKind]),
               default=DEFAULTS.model.kind.value, show_default=True)
 @click.option("--pipeline", "mode", type=click.Choice([m.value for m in PipelineMode]),
@@ -137,7 +202,25 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
 @click.option("--lr", default=DEFAULTS.train.lr, show_default=True,
               type=click.FloatRange(min=0, min_open=True))
 @click.option("--memory-dim", default=DEFAULTS.model.memory_dim, show_default=True,
-              type=click.IntRange(min=2))
+              type=click.IntRange(min=2), help="Memory dimension (TGN's paper: 172).")
+@click.option("--time-dim", default=DEFAULTS.model.time_dim, show_default=True,
+              type=click.IntRange(min=1), help="Time-encoding dimension.")
+@click.option("--neighbors", "num_neighbors", default=DEFAULTS.model.num_neighbors,
+              show_default=True, type=click.IntRange(min=1),
+              help="Most recent neighbours TGN attends over.")
+@click.option("--heads", "num_heads", default=DEFAULTS.model.num_heads, show_default=True,
+              type=click.IntRange(min=1), help="Attention heads (must divide --memory-dim).")
+@click.option("--dropout", default=DEFAULTS.model.dropout, show_default=True,
+              type=click.FloatRange(min=0, max=1, max_open=True))
+@click.option("--evaluation", type=click.Choice([e.value for e in EvalProtocol]),
+              default=DEFAULTS.train.evaluation.value, show_default=True,
+              help="hetray: AP over each whole set; tgn: TGN / DyGLib's protocol (per-batch AP "
+                   "averaged, negatives from the distinct destinations, TGN's new-node rule), "
+                   "for comparing with published tables.")
+@click.option("--threads", default=DEFAULTS.train.threads, show_default=True,
+              type=click.IntRange(min=0),
+              help="Trainer torch threads; 0: the cores neither other processes (the load "
+                   "average) nor the mspipe workers use, at most 4.")
 @click.option("--shards", default=DEFAULTS.store.num_shards, show_default=True,
               type=click.IntRange(min=1), help="Memory-store actor shards (mspipe).")
 @click.option("--io-batches", default=DEFAULTS.pipeline.io_batches, show_default=True,
@@ -165,8 +248,11 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
 @handle_errors
 @click.pass_context
 def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dataset: str,
+           fmt: str, sort: bool, columns: str, header: str, delimiter: str, time_format: str,
            kind: str, mode: str, staleness: int | None, epochs: int, patience: int,
-           batch_size: int, lr: float, memory_dim: int, shards: int, io_batches: int,
+           batch_size: int, lr: float, memory_dim: int, time_dim: int, num_neighbors: int,
+           num_heads: int, dropout: float, evaluation: str, threads: int, shards: int,
+           io_batches: int,
            storage_dir: str, checkpoints: bool, checkpoint_dir: str, checkpoint_every: int,
            json_out: Path | None, address: str | None, ship_project: bool) -> None:
     """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
@@ -178,6 +264,7 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
         return
     if config.store.checkpointing and config.store.checkpoint_dir:
         refuse_reused(config.store.checkpoint_dir)  # before Ray starts
+    _echo_format(config.data)
     backend = _backend(config, address, ship_project)
     with _bars() as bars:
         report = run(config, backend, progress=bars)
@@ -196,7 +283,7 @@ def demo() -> DemoResult:
 
     synthetic = SyntheticConfig(num_events=6000, num_communities=10)
     config = RunConfig(data=DataConfig(synthetic=synthetic),
-                       model=ModelChoice(kind=ModelKind.TGN, memory_dim=32),
+                       model=ModelChoice(kind=ModelKind.TGN, memory_dim=32, time_dim=32),
                        pipeline=PipelineConfig(mode=PipelineMode.MSPIPE),
                        train=TrainConfig(epochs=3, batch_size=200, lr=3e-3),
                        store=StoreConfig(num_shards=2, checkpointing=False))

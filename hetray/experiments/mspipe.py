@@ -105,7 +105,8 @@ class MspipeTrial:
         return RunConfig(
             data=DataConfig(synthetic=SyntheticConfig(num_events=self.num_events,
                                                       num_nodes=self.num_nodes, seed=self.seed)),
-            model=ModelChoice(kind=self.model, memory_dim=self.memory_dim), pipeline=pipeline,
+            model=ModelChoice(kind=self.model, memory_dim=self.memory_dim,
+                              time_dim=self.memory_dim), pipeline=pipeline,
             train=TrainConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
                               seed=self.seed),
             store=StoreConfig(num_shards=self.num_shards, actor_cpus=self.actor_cpus))

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from hetray.mspipe.fit import FitReport
 from hetray.mspipe.staleness import STAGES, PassReport, PipelineMode, Recovery
 from hetray.temporal.data import EventStream
+from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.train import LinkMetrics
 
 logger = logging.getLogger(__name__)
@@ -121,6 +122,9 @@ class RunReport:
             :data:`~hetray.mspipe.staleness.STAGES`).
         stage_ms_per_batch: total ms of each stage over training batches.
         recoveries: memory-store shards restored from a checkpoint, in order.
+        evaluation: the protocol of every AP / AUC (``hetray`` or ``tgn``).
+        warnings: problems of the split that did not stop the run, with the cut times.
+        threads: the trainer's torch threads.
     """
 
     dataset: str
@@ -138,10 +142,13 @@ class RunReport:
     stage_ms: dict[str, float]
     stage_ms_per_batch: dict[str, float]
     recoveries: tuple[Recovery, ...]
+    evaluation: EvalProtocol = EvalProtocol.HETRAY
+    warnings: tuple[str, ...] = ()
+    threads: int = 0
 
     @classmethod
     def of(cls, fit: FitReport, *, events: EventStream, mode: PipelineMode,
-           epochs: Sequence[EpochRecord]) -> RunReport:
+           epochs: Sequence[EpochRecord], threads: int = 0) -> RunReport:
         """The report of a finished :class:`~hetray.mspipe.fit.FitReport`."""
         per_batch = max(fit.num_train_batches, 1)
         return cls(
@@ -154,7 +161,8 @@ class RunReport:
             stage_ms={s: 1000 * fit.clock.means.get(s, 0.0) for s in STAGES},
             stage_ms_per_batch={s: 1000 * total / per_batch
                                 for s, total in fit.clock.totals.items()},
-            recoveries=tuple(fit.recoveries))
+            recoveries=tuple(fit.recoveries), evaluation=fit.evaluation,
+            warnings=tuple(fit.warnings), threads=threads)
 
     @property
     def train_wall_s(self) -> float:
@@ -176,7 +184,8 @@ class RunReport:
         """JSON-ready form (no NaN: a metric without events is ``null``)."""
         return {
             "dataset": self.dataset, "num_events": self.num_events, "num_nodes": self.num_nodes,
-            "mode": self.mode.value,
+            "mode": self.mode.value, "evaluation": self.evaluation.value,
+            "trainer_threads": self.threads, "warnings": list(self.warnings),
             "val": metrics_dict(self.val), "test": metrics_dict(self.test),
             "test_inductive": metrics_dict(self.test_inductive),
             "train_events_per_s": self.train_events_per_s, "train_wall_s": self.train_wall_s,

@@ -35,25 +35,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import torch
+
 from hetray.core.errors import ConfigError
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
-from hetray.mspipe.fit import QUIET, EpochLoop, Progress, TrainConfig, build_model, memory_config
+from hetray.mspipe.fit import (
+    QUIET,
+    EpochLoop,
+    MemoryStore,
+    Progress,
+    TrainConfig,
+    build_model,
+    memory_config,
+)
 from hetray.mspipe.report import EpochRecord, RunReport
 from hetray.mspipe.sources import (
     FetcherWorker,
     GroupSources,
     InlineSources,
+    NegativeSampler,
     SamplerWorker,
     SourceFactory,
 )
-from hetray.mspipe.staleness import MemoryBackend, PipelineConfig, PipelineMode
+from hetray.mspipe.staleness import Mitigation, PipelineConfig, PipelineMode
 from hetray.mspipe.storage import DEFAULT_STORAGE_DIR, RunStorage
 from hetray.mspipe.store import LocalMemoryStore, MemoryStoreWorker, shard_failure
 from hetray.mspipe.store_client import MemoryStoreClient
-from hetray.temporal.data import EventStream, chronological_split
-from hetray.temporal.loaders import load_events
+from hetray.mspipe.threads import trainer_threads, usable_cpus
+from hetray.temporal.data import EventStream
+from hetray.temporal.formats import CsvLayout, LoadedEvents, LoadOptions, read_events
+from hetray.temporal.loaders import EventFormat
 from hetray.temporal.models import ModelConfig, ModelKind
+from hetray.temporal.protocol import split_for
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 from hetray.temporal.train import LinkMetrics
 
@@ -68,14 +82,23 @@ class DataConfig:
     """The event stream.
 
     Attributes:
-        dataset: ``synthetic`` or a path :func:`~hetray.temporal.loaders.load_events` reads
-            (``CollegeMsg.txt``, ``soc-sign-bitcoin*.csv``, ``ml_*.csv``, ``edges.csv`` or
-            ``.parquet``).
+        dataset: ``synthetic`` or the path of an event file (``docs/datasets.md``).
+        format: its format (:mod:`hetray.temporal.formats`): ``snap``, ``jodie``, ``tgl``,
+            ``bitcoin``, ``csv``, ``parquet``, or ``auto`` (guessed from the file name).
+        sort: sort rows not in time order (with a warning) instead of refusing the file.
+        csv: the column layout of the ``csv`` format.
         synthetic: size and dynamics of the synthetic stream (used for ``synthetic``).
     """
 
     dataset: str = SYNTHETIC
+    format: EventFormat = EventFormat.AUTO
+    sort: bool = False
+    csv: CsvLayout = field(default_factory=CsvLayout)
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
+
+    def load_options(self) -> LoadOptions:
+        """How to read ``dataset``."""
+        return LoadOptions(format=self.format, sort=self.sort, csv=self.csv)
 
     def __post_init__(self) -> None:
         if not self.dataset:
@@ -88,19 +111,28 @@ class ModelChoice:
 
     Attributes:
         kind: TGN, JODIE or APAN.
-        memory_dim: memory dimension ``D``, also the time-encoding dimension.
+        memory_dim: memory dimension ``D`` (TGN's paper: 172).
+        time_dim: time-encoding dimension ``D_t`` (TGN / TGL: 100).
+        num_neighbors: ``K`` most recent neighbours TGN attends over (10).
+        num_heads: attention heads (2); ``memory_dim`` must be a multiple.
+        dropout: dropout rate (0.1).
     """
 
     kind: ModelKind = ModelKind.TGN
     memory_dim: int = 100
+    time_dim: int = 100
+    num_neighbors: int = 10
+    num_heads: int = 2
+    dropout: float = 0.1
 
     def __post_init__(self) -> None:
-        self.model_config(edge_feat_dim=0)  # raises ConfigError for a bad memory_dim
+        self.model_config(edge_feat_dim=0)  # raises ConfigError for a bad size or rate
 
     def model_config(self, edge_feat_dim: int) -> ModelConfig:
         """The model's full config on a stream with ``edge_feat_dim`` edge features."""
-        return ModelConfig(kind=self.kind, memory_dim=self.memory_dim, time_dim=self.memory_dim,
-                           edge_feat_dim=edge_feat_dim)
+        return ModelConfig(kind=self.kind, memory_dim=self.memory_dim, time_dim=self.time_dim,
+                           edge_feat_dim=edge_feat_dim, num_neighbors=self.num_neighbors,
+                           num_heads=self.num_heads, dropout=self.dropout)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -196,15 +228,33 @@ class LocalBackend:
         return LocalActorGroup(FetcherWorker, [init])
 
 
-def load_dataset(data: DataConfig) -> EventStream:
-    """The stream ``data`` names.
+#: Workers an mspipe-mode run starts besides its shards: the sampler and the fetcher.
+PREFETCH_WORKERS = 2
+
+
+def reserved_cpus(config: RunConfig) -> float:
+    """CPUs the run's workers reserve next to the trainer: ``(2 + P) * actor_cpus`` (mspipe)."""
+    if config.pipeline.mode != PipelineMode.MSPIPE:
+        return 0.0
+    return (PREFETCH_WORKERS + config.store.num_shards) * config.store.actor_cpus
+
+
+def read_dataset(data: DataConfig) -> LoadedEvents:
+    """The stream ``data`` names, with how it was read (format, warnings).
 
     Raises:
-        TemporalDataError: a file that is missing or does not parse (names file and row).
+        TemporalDataError: a file that is missing or does not parse (names file, row and the
+            format it was read as).
     """
     if data.dataset == SYNTHETIC:
-        return synthetic_events(data.synthetic)
-    return load_events(Path(data.dataset))
+        return LoadedEvents(events=synthetic_events(data.synthetic), format=EventFormat.AUTO,
+                            detected=False, notes=())
+    return read_events(Path(data.dataset), data.load_options())
+
+
+def load_dataset(data: DataConfig) -> EventStream:
+    """The stream ``data`` names (:func:`read_dataset` without the reading notes)."""
+    return read_dataset(data).events
 
 
 class MSPipeDriver:
@@ -226,8 +276,14 @@ class MSPipeDriver:
     def __init__(self, config: RunConfig, backend: Backend | None = None,
                  progress: Progress | None = None) -> None:
         self.config = config
-        self.events = load_dataset(config.data)
-        self.split = chronological_split(self.events)
+        loaded = read_dataset(config.data)
+        self.events = loaded.events
+        self.split = split_for(self.events, config.train.evaluation)
+        self.threads = trainer_threads(config.train.threads, reserved_cpus(config),
+                                       *usable_cpus())
+        self._threads_before = torch.get_num_threads()
+        torch.set_num_threads(self.threads)  # put back by close()
+        logger.info("trainer: %d torch threads", self.threads)
         model_cfg = config.model.model_config(self.events.edge_feat_dim)
         self.model = build_model(model_cfg, config.train.seed)
         self.memory_stores: ActorGroup[MemoryStoreWorker] | None = None
@@ -237,15 +293,17 @@ class MSPipeDriver:
         self.loop = EpochLoop(self.model, self.split, train_cfg=config.train,
                               pipe_cfg=config.pipeline, sources=sources, store=store,
                               progress=progress or QUIET)
+        self.loop.report.warnings[:0] = loaded.notes  # how the file was read comes first
         self.epochs: list[EpochRecord] = []
 
     def _stages(self, model_cfg: ModelConfig,
-                backend: Backend | None) -> tuple[SourceFactory, MemoryBackend]:
+                backend: Backend | None) -> tuple[SourceFactory, MemoryStore]:
         """Stages 1-2 and 3/5 of the config's mode (the mspipe mode starts its groups)."""
         cfg, mem_cfg = self.config, memory_config(self.events, model_cfg)
         if cfg.pipeline.mode == PipelineMode.SEQUENTIAL:
-            return (InlineSources(self.events, self.split, model_cfg.num_neighbors,
-                                  cfg.train.seed), LocalMemoryStore(mem_cfg))
+            return (InlineSources(self.events, self.split, model_cfg.sampled_neighbors,
+                                  cfg.train.seed, cfg.train.evaluation),
+                    LocalMemoryStore(mem_cfg))
         backend = backend or LocalBackend()
         store, cpus = cfg.store, cfg.store.actor_cpus
         if store.checkpointing:
@@ -253,8 +311,11 @@ class MSPipeDriver:
             logger.info("memory-store checkpoints in %s", self.storage.checkpoint_dir)
         ckpt_dir = "" if self.storage is None else str(self.storage.checkpoint_dir.absolute())
         try:
+            # MSPipe's similar-node mitigation reads the sampled neighbours of every model
+            similar = cfg.pipeline.mitigation == Mitigation.SIMILAR
+            num_neighbors = model_cfg.num_neighbors if similar else model_cfg.sampled_neighbors
             samplers = self._keep(backend.samplers(WorkerInit.of(
-                self.events, self.split, model_cfg.num_neighbors, cfg.train.seed), cpus))
+                self.events, self.split, num_neighbors), cpus))
             fetchers = self._keep(backend.fetchers(WorkerInit.of(self.events.edge_feat), cpus))
             self.memory_stores = self._keep(backend.memory_stores([WorkerInit.of(
                 mem_cfg, s, store.num_shards, checkpoint_dir=ckpt_dir,
@@ -265,7 +326,10 @@ class MSPipeDriver:
             raise
         logger.info("mspipe workers: 1 sampler, 1 fetcher, %d memory-store shards",
                     store.num_shards)
-        return GroupSources(samplers, fetchers, chunk=cfg.pipeline.io_batches), client
+        negatives = NegativeSampler.of(self.events, self.split, cfg.train.evaluation,
+                                       cfg.train.seed)
+        return GroupSources(samplers, fetchers, chunk=cfg.pipeline.io_batches,
+                            negatives=negatives), client
 
     def _keep(self, group: ActorGroup[Any]) -> ActorGroup[Any]:
         self._groups.append(group)
@@ -292,16 +356,20 @@ class MSPipeDriver:
             self.step()
         fit = self.loop.finish()
         return RunReport.of(fit, events=self.events, mode=self.config.pipeline.mode,
-                            epochs=self.epochs)
+                            epochs=self.epochs, threads=self.threads)
 
     def close(self) -> None:
-        """Shut every group down, then remove the run's checkpoints (they serve this run only)."""
+        """Shut the groups down, remove the run's checkpoints, put torch's threads back.
+
+        The checkpoints serve this run only.
+        """
         for group in reversed(self._groups):
             group.shutdown()
         self._groups = []
         if self.storage is not None:
             self.storage.remove()
             self.storage = None
+        torch.set_num_threads(self._threads_before)
 
     def __enter__(self) -> MSPipeDriver:
         return self

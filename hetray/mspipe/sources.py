@@ -14,15 +14,21 @@ GroupSources      a sampler worker and a feature-fetch worker (two 1-worker grou
                   neighbours travel on to the fetcher, whose features the trainer attaches
 ================  =========================================================================
 
-Named random streams. Batch ``i`` of a pass draws its negatives from
-``default_rng((seed, *stream.batch_key(i)))``; the stream names the pass, so every pass of a
-run draws its own negatives and a rerun draws the same ones::
+Named random streams. The trainer draws every batch's negatives when it opens a pass
+(:class:`NegativeSampler`) and sends them with the batch's events, so both implementations
+sample the same ones. Under the ``hetray`` evaluation protocol batch ``i`` draws uniformly
+from the node ids with ``default_rng((seed, *stream.batch_key(i)))``; the stream names the
+pass, so every pass of a run draws its own negatives and a rerun draws the same ones::
 
-    kind         key                pass
-    TRAIN        (0, epoch, i)      training pass of epoch ``epoch`` (0-based)
-    VALIDATION   (1, epoch, i)      validation pass after epoch ``epoch``
-    TEST         (2, i)             the test pass
-    REBUILD      (3, i)             the training events again, after restoring the best epoch
+    kind            key                pass
+    TRAIN           (0, epoch, i)      training pass of epoch ``epoch`` (0-based)
+    VALIDATION      (1, epoch, i)      validation pass after epoch ``epoch``
+    TEST            (2, i)             the test pass
+    TEST_INDUCTIVE  (3, i)             the inductive test pass (``tgn`` protocol only)
+
+Under the ``tgn`` protocol (:mod:`hetray.temporal.protocol`) the candidates are the
+distinct destinations of the pass's events; training keeps the keyed draw, and evaluation
+passes replay TGN's seeded sampler (the same negatives after every epoch).
 
 Example:
     >>> NegativeStream.train(epoch=4).batch_key(7)
@@ -50,7 +56,15 @@ from hetray.temporal.batches import (
     sample_batch,
 )
 from hetray.temporal.data import EventStream, TemporalSplit
-from hetray.temporal.sampler import Neighbours, TemporalCSR
+from hetray.temporal.protocol import (
+    TGN_EVAL_SEEDS,
+    EvalProtocol,
+    NegativePool,
+    NegativeSet,
+    negative_pools,
+    tgn_negatives,
+)
+from hetray.temporal.sampler import Neighbours, TemporalCSR, negative_destinations
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +75,7 @@ class StreamKind(enum.IntEnum):
     TRAIN = 0
     VALIDATION = 1
     TEST = 2
-    REBUILD = 3
+    TEST_INDUCTIVE = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +105,59 @@ class NegativeStream:
         return cls(StreamKind.TEST)
 
     @classmethod
-    def rebuild(cls) -> NegativeStream:
-        """The training events streamed again after the best epoch is restored."""
-        return cls(StreamKind.REBUILD)
+    def test_inductive(cls) -> NegativeStream:
+        """The inductive test pass (``tgn`` protocol: its events stream on their own)."""
+        return cls(StreamKind.TEST_INDUCTIVE)
 
     def batch_key(self, index: int) -> tuple[int, ...]:
         """The key of batch ``index``'s draw (plain ints)."""
         head = (int(self.kind),) if self.epoch is None else (int(self.kind), self.epoch)
         return (*head, index)
+
+
+#: Under the ``tgn`` protocol: whose destinations each pass draws from, and the seed of
+#: TGN's sampler for it (None: keyed per batch, as TGN's unseeded training sampler).
+TGN_PASSES: dict[StreamKind, tuple[NegativeSet, int | None]] = {
+    StreamKind.TRAIN: (NegativeSet.TRAIN, None),
+    StreamKind.VALIDATION: (NegativeSet.ALL, TGN_EVAL_SEEDS["validation"]),
+    StreamKind.TEST: (NegativeSet.ALL, TGN_EVAL_SEEDS["test"]),
+    StreamKind.TEST_INDUCTIVE: (NegativeSet.TEST_INDUCTIVE, TGN_EVAL_SEEDS["test_inductive"]),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NegativeSampler:
+    """Draws each pass's negatives under an evaluation protocol (see the module doc).
+
+    Attributes:
+        num_nodes: ``N``; the ``hetray`` protocol draws from ``[0, N)``.
+        seed: the run seed (keys the per-batch draws).
+        pools: the candidates of the ``tgn`` protocol, None under ``hetray``.
+    """
+
+    num_nodes: int
+    seed: int
+    pools: dict[NegativeSet, NegativePool] | None = None
+
+    @classmethod
+    def of(cls, events: EventStream, split: TemporalSplit, protocol: EvalProtocol,
+           seed: int) -> NegativeSampler:
+        """The sampler of ``protocol`` on ``events`` split as ``split``."""
+        pools = negative_pools(events, split) if protocol == EvalProtocol.TGN else None
+        return cls(events.num_nodes, seed, pools)
+
+    def draw(self, stream: NegativeStream, sizes: list[int]) -> list[np.ndarray]:
+        """Negative destinations, int64 (size,), for consecutive batches of ``sizes``."""
+        if self.pools is None:
+            return [negative_destinations(size, self.num_nodes, self.seed, stream.batch_key(i))
+                    for i, size in enumerate(sizes)]
+        which, tgn_seed = TGN_PASSES[stream.kind]
+        pool = self.pools[which]
+        if tgn_seed is not None:
+            return tgn_negatives(len(pool.sources), pool.destinations, sizes, tgn_seed)
+        return [pool.destinations[negative_destinations(size, len(pool.destinations), self.seed,
+                                                        stream.batch_key(i))]
+                for i, size in enumerate(sizes)]
 
 
 class EventView(enum.StrEnum):
@@ -130,9 +189,9 @@ class InlineSource:
     """Stages 1 and 2 run in the caller when a batch is asked for (sequential mode)."""
 
     def __init__(self, events: EventStream, csr: TemporalCSR, eid_batches: list[np.ndarray],
-                 *, num_neighbors: int, stream: NegativeStream, seed: int) -> None:
+                 negatives: list[np.ndarray], *, num_neighbors: int) -> None:
         self.events, self.csr, self.eid_batches = events, csr, eid_batches
-        self.num_neighbors, self.stream, self.seed = num_neighbors, stream, seed
+        self.negatives, self.num_neighbors = negatives, num_neighbors
 
     def request(self, index: int) -> None:
         """Nothing runs ahead."""
@@ -140,43 +199,47 @@ class InlineSource:
     def get(self, index: int) -> SampledBatch:
         """Sample batch ``index`` and fetch its features now."""
         batch = sample_batch(self.events, self.csr, self.eid_batches[index], index=index,
-                             num_neighbors=self.num_neighbors,
-                             neg_stream=self.stream.batch_key(index), seed=self.seed)
+                             num_neighbors=self.num_neighbors, neg=self.negatives[index])
         return fetch_features(batch, self.events.edge_feat)
 
 
 class InlineSources:
-    """Sources that sample in the caller (the sequential pipeline)."""
+    """Sources that sample in the caller (the sequential pipeline).
+
+    Args:
+        events, split: the stream and its split. num_neighbors: ``K``.
+        seed: the run seed. protocol: whose negatives (:class:`NegativeSampler`).
+    """
 
     def __init__(self, events: EventStream, split: TemporalSplit, num_neighbors: int,
-                 seed: int) -> None:
-        self.events, self.num_neighbors, self.seed = events, num_neighbors, seed
+                 seed: int, protocol: EvalProtocol = EvalProtocol.HETRAY) -> None:
+        self.events, self.num_neighbors = events, num_neighbors
+        self.negatives = NegativeSampler.of(events, split, protocol, seed)
         self.csrs = build_csrs(events, split)
 
     def open(self, view: EventView, eid_batches: list[np.ndarray],
              stream: NegativeStream) -> BatchSource:
         """An :class:`InlineSource`."""
-        return InlineSource(self.events, self.csrs[view], eid_batches,
-                            num_neighbors=self.num_neighbors, stream=stream, seed=self.seed)
+        negatives = self.negatives.draw(stream, [len(eids) for eids in eid_batches])
+        return InlineSource(self.events, self.csrs[view], eid_batches, negatives,
+                            num_neighbors=self.num_neighbors)
 
 
 class SamplerWorker:
-    """Stage 1 as a worker: negatives and the ``K`` most recent neighbours of every root."""
+    """Stage 1 as a worker: the ``K`` most recent neighbours of every root."""
 
-    def __init__(self, events: EventStream, split: TemporalSplit, num_neighbors: int,
-                 seed: int) -> None:
+    def __init__(self, events: EventStream, split: TemporalSplit, num_neighbors: int) -> None:
         self._events = events
         self._csrs = build_csrs(events, split)
         self._num_neighbors = num_neighbors
-        self._seed = seed
 
-    def sample(self, view: EventView, eid_batches: list[np.ndarray], first_index: int,
-               stream: NegativeStream) -> list[SampledBatch]:
+    def sample(self, view: EventView, eid_batches: list[np.ndarray],
+               negatives: list[np.ndarray], first_index: int) -> list[SampledBatch]:
         """Sample consecutive batches ``first_index, ...`` of events (int64 (B,) each)."""
         return [sample_batch(self._events, self._csrs[view], eids, index=index,
-                             num_neighbors=self._num_neighbors,
-                             neg_stream=stream.batch_key(index), seed=self._seed)
-                for index, eids in enumerate(eid_batches, start=first_index)]
+                             num_neighbors=self._num_neighbors, neg=neg)
+                for index, (eids, neg) in enumerate(zip(eid_batches, negatives, strict=True),
+                                                    start=first_index)]
 
     def ping(self) -> bool:
         """Liveness check."""
@@ -216,9 +279,9 @@ class GroupSource:
     """
 
     def __init__(self, sources: GroupSources, view: EventView, eid_batches: list[np.ndarray],
-                 stream: NegativeStream) -> None:
+                 negatives: list[np.ndarray]) -> None:
         self._sources, self._view = sources, view
-        self._eid_batches, self._stream = eid_batches, stream
+        self._eid_batches, self._negatives = eid_batches, negatives
         self._chunks: dict[int, _Chunk] = {}
         self._ready: dict[int, SampledBatch] = {}
 
@@ -229,9 +292,10 @@ class GroupSource:
         """Start sampling the chunk holding batch ``index``."""
         first = self._first(index)
         if first not in self._chunks and index not in self._ready:
-            batches = self._eid_batches[first:first + self._sources.chunk]
+            last = first + self._sources.chunk
             handle = self._sources.samplers.execute_async(
-                SamplerWorker.sample, self._view, batches, first, self._stream)[0]
+                SamplerWorker.sample, self._view, self._eid_batches[first:last],
+                self._negatives[first:last], first)[0]
             self._chunks[first] = _Chunk(sampled=handle)
 
     def get(self, index: int) -> SampledBatch:
@@ -268,13 +332,16 @@ class GroupSources:
         samplers: one :class:`SamplerWorker`.
         fetchers: one :class:`FetcherWorker`.
         chunk: ``G``, consecutive batches per call (every call costs the trainer time).
+        negatives: draws each pass's negatives (here, in the trainer).
     """
 
     def __init__(self, samplers: ActorGroup[SamplerWorker], fetchers: ActorGroup[FetcherWorker],
-                 chunk: int) -> None:
+                 chunk: int, negatives: NegativeSampler) -> None:
         self.samplers, self.fetchers, self.chunk = samplers, fetchers, chunk
+        self.negatives = negatives
 
     def open(self, view: EventView, eid_batches: list[np.ndarray],
              stream: NegativeStream) -> BatchSource:
         """A source for one pass."""
-        return GroupSource(self, view, eid_batches, stream)
+        negatives = self.negatives.draw(stream, [len(eids) for eids in eid_batches])
+        return GroupSource(self, view, eid_batches, negatives)

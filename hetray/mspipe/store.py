@@ -101,6 +101,14 @@ class MemoryShard:
         """Zero the state, keeping the version."""
         self.state.reset()
 
+    def snapshot(self) -> MemoryRows:
+        """A copy of every local row (what :meth:`load` puts back)."""
+        return self.state.gather(np.arange(self.state.num_rows), self.version)
+
+    def load(self, state: MemoryRows) -> None:
+        """Overwrite the state with a :meth:`snapshot`, keeping the version (as :meth:`reset`)."""
+        self.state.load(state)
+
     def checkpoint(self, path: Path) -> None:
         """Write state and version to one Parquet file atomically (temp file + rename)."""
         st = self.state
@@ -244,6 +252,15 @@ class LocalMemoryStore:
         for shard in self.shards:
             shard.reset()
 
+    def snapshot(self) -> list[MemoryRows]:
+        """Every shard's state, in shard order (e.g. the best epoch's memory)."""
+        return [shard.snapshot() for shard in self.shards]
+
+    def load_snapshot(self, parts: list[MemoryRows]) -> None:
+        """Put a :meth:`snapshot` back, keeping the version."""
+        for shard, part in zip(self.shards, parts, strict=True):
+            shard.load(part)
+
     def drain(self) -> list[Recovery]:
         """Nothing is in flight locally; no shard was restored."""
         return []
@@ -334,6 +351,19 @@ class MemoryStoreWorker:
     async def reset(self) -> int:
         """Zero the state (keeps the version) and checkpoint it; returns the version."""
         self._shard.reset()
+        return self._checkpoint_now()
+
+    async def snapshot(self) -> MemoryRows:
+        """A copy of the state (the client sends and waits for its writes first)."""
+        return self._shard.snapshot()
+
+    async def load_snapshot(self, state: MemoryRows) -> int:
+        """Overwrite the state with a :meth:`snapshot` (keeps the version), checkpoint it."""
+        self._shard.load(state)
+        return self._checkpoint_now()
+
+    def _checkpoint_now(self) -> int:
+        """Checkpoint (when on) after the state changed outside a write; the version."""
         if self._path is not None:
             self._shard.checkpoint(self._path)
         return self._shard.version

@@ -73,6 +73,8 @@ class CallKind(enum.Enum):
     WRITE = "write_many"
     WRITE_READ = "write_read"
     RESET = "reset"
+    SNAPSHOT = "snapshot"
+    LOAD = "load_snapshot"
 
 
 @dataclass(slots=True, eq=False)
@@ -242,11 +244,29 @@ class MemoryStoreClient:
 
     def reset(self) -> None:
         """Zero every shard (after :meth:`drain`); a shard found dead is restored, then zeroed."""
-        calls = self._calls(self.group.execute_async(MemoryStoreWorker.reset), CallKind.RESET)
-        for call in calls:
-            if self._outcome(call) is None:
-                self.group.execute_single(call.shard, MemoryStoreWorker.reset)
+        self._on_every_shard(MemoryStoreWorker.reset, CallKind.RESET, [()] * self.num_shards)
         self.log.reset(self.sent)
+
+    def snapshot(self) -> list[MemoryRows]:
+        """Every shard's state, in shard order, once every write is in (the best epoch's)."""
+        self.drain()
+        return self._on_every_shard(MemoryStoreWorker.snapshot, CallKind.SNAPSHOT,
+                                    [()] * self.num_shards)
+
+    def load_snapshot(self, parts: list[MemoryRows]) -> None:
+        """Put a :meth:`snapshot` back on every shard (they checkpoint it), keeping versions."""
+        self.drain()
+        self._on_every_shard(MemoryStoreWorker.load_snapshot, CallKind.LOAD,
+                             [(part,) for part in parts])
+        self.log.reset(self.sent)
+
+    def _on_every_shard(self, method: Any, kind: CallKind,
+                        args: list[tuple[Any, ...]]) -> list[Any]:
+        """Call ``method`` on every shard; one found dead is restored, then called again."""
+        calls = self._calls(self.group.execute_each_async(method, args), kind)
+        values = [self._outcome(call) for call in calls]
+        return [self.group.execute_single(call.shard, method, *arg) if value is None else value
+                for call, arg, value in zip(calls, args, values, strict=True)]
 
     def drain(self) -> list[Recovery]:
         """Wait for every write; returns the recoveries not returned before."""

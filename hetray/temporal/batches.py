@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hetray.temporal.data import EventStream
-from hetray.temporal.sampler import Neighbours, TemporalCSR, negative_destinations
+from hetray.temporal.sampler import Neighbours, TemporalCSR
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,9 +58,9 @@ def batch_slices(event_ids: np.ndarray, batch_size: int) -> list[np.ndarray]:
 
 def sample_batch(
     events: EventStream, csr: TemporalCSR, eids: np.ndarray, *, index: int, num_neighbors: int,
-    neg_stream: tuple[int, ...], seed: int,
+    neg: np.ndarray,
 ) -> SampledBatch:
-    """Stage 1: negatives, most-recent neighbours of all roots, and the fetch list.
+    """Stage 1: most-recent neighbours of all roots ``[src; dst; neg]``, and the fetch list.
 
     Args:
         events: the stream.
@@ -68,14 +68,12 @@ def sample_batch(
         eids: int64 (B,) event ids of the batch.
         index: batch number.
         num_neighbors: ``K`` (0 for models that read no neighbours).
-        neg_stream: identifies the negative draw of this batch (the caller's key, e.g.
-            ``(pass kind, epoch, index)``): negatives come from
-            ``default_rng((seed, *neg_stream))``.
-        seed: run seed.
+        neg: int64 (B,) the batch's negative destinations, drawn by the caller from the
+            pass's named stream (``hetray.mspipe.sources.NegativeSampler``).
     """
     start = time.perf_counter()
     src, dst, t = events.src[eids], events.dst[eids], events.t[eids]
-    neg = negative_destinations(len(eids), events.num_nodes, seed, neg_stream)
+    neg = np.asarray(neg, np.int64)
     roots = np.concatenate([src, dst, neg])
     root_t = np.concatenate([t, t, t])
     nbrs = csr.sample_recent(roots, root_t, num_neighbors)

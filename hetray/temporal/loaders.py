@@ -12,9 +12,16 @@ SNAP temporal       whitespace ``SRC DST UNIXTS`` (e.g. ``CollegeMsg.txt``),   c
 Bitcoin OTC/Alpha   ``from,to,feature,time`` (header optional); the rating     compacted
                     /10 is a 1-d edge feature; rows are sorted by time because
                     Alpha ships unsorted
+Generic CSV         any delimited table, columns named by a layout             compacted
+                    (:mod:`hetray.temporal.formats`)
 Parquet             written by :meth:`~hetray.temporal.data.EventStream.       ids kept
                     write_parquet`
 ==================  =========================================================  ============
+
+Rows must be in time order; a reader given ``ReadContext(sort=True)`` sorts them (stably)
+instead and leaves a note, as the Bitcoin reader always does. Choosing the format (or
+guessing it from the name), the CSV layout and the error context are
+:func:`hetray.temporal.formats.read_events`'s; the full reference is ``docs/datasets.md``.
 
 Every loader reports a malformed file as one :class:`~hetray.core.errors.TemporalDataError`
 naming the file, the 1-based line of the text file (0: the file as a whole) and the value;
@@ -32,7 +39,7 @@ import struct
 import tokenize
 import warnings
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -48,12 +55,14 @@ logger = logging.getLogger(__name__)
 
 
 class EventFormat(StrEnum):
-    """The on-disk formats :func:`load_events` understands."""
+    """The on-disk formats :func:`load_events` understands (``AUTO``: guess from the name)."""
 
+    AUTO = "auto"
     JODIE = "jodie"
     TGL = "tgl"
     SNAP = "snap"
     BITCOIN = "bitcoin"
+    CSV = "csv"
     PARQUET = "parquet"
 
 
@@ -74,21 +83,50 @@ def detect_format(path: Path) -> EventFormat:
 def load_events(path: Path, fmt: EventFormat | None = None) -> EventStream:
     """Load an event file of any supported format (guessed from its name when ``fmt`` is None).
 
+    :func:`hetray.temporal.formats.read_events` with default options (no sorting, the
+    default CSV layout); it also returns the format used and the warnings.
+
     Raises:
-        TemporalDataError: the file is missing or malformed.
+        TemporalDataError: the file is missing or malformed (the message names the format).
         ConfigError: the file claims more nodes, events or feature columns than the limits.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise TemporalDataError(str(path), 0, str(path), "file not found")
-    fmt = fmt or detect_format(path)
-    loader = {EventFormat.JODIE: load_jodie, EventFormat.TGL: load_tgl,
-              EventFormat.SNAP: load_snap, EventFormat.BITCOIN: load_bitcoin,
-              EventFormat.PARQUET: EventStream.read_parquet}[fmt]
-    events = loader(path)
-    logger.info("loaded %s (%s): %d events, %d nodes, D_e=%d", path, fmt.value,
-                events.num_events, events.num_nodes, events.edge_feat_dim)
-    return events
+    from hetray.temporal.formats import LoadOptions, read_events  # it imports this module
+
+    return read_events(Path(path), LoadOptions(format=fmt or EventFormat.AUTO)).events
+
+
+@dataclass(slots=True)
+class ReadContext:
+    """What a reader may do and what it found worth a warning.
+
+    Attributes:
+        sort: sort rows that are not in time order (stably) instead of refusing them.
+        notes: warnings for the user (rows sorted, a missing feature file), one line each.
+    """
+
+    sort: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def time_order(t: np.ndarray, lines: np.ndarray, path: Path, ctx: ReadContext,
+               fmt: EventFormat, *, always: bool = False) -> np.ndarray:
+    """The row order that puts ``t`` (float (E,)) in time order: identity when it already is.
+
+    Raises:
+        TemporalDataError: a time decreases and neither ``ctx.sort`` nor ``always`` allow
+            sorting (names the line and says how to sort).
+    """
+    down = np.flatnonzero(t[1:] < t[:-1])
+    if not len(down):
+        return np.arange(len(t))
+    line = int(lines[down[0] + 1])
+    if not (ctx.sort or always):
+        raise TemporalDataError(str(path), line, float(t[down[0] + 1]),
+                                f"t: time decreases (the {fmt.value} format needs rows in time "
+                                "order; pass --sort, or data.sort: true, to sort them)")
+    ctx.notes.append(f"{path}: rows are not in time order (the first decrease is at line "
+                     f"{line}); sorted its {len(t)} rows by time, equal times in file order")
+    return np.argsort(t, kind="stable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +170,10 @@ def _data_lines(path: Path, comments: bool) -> tuple[list[bytes], np.ndarray]:
     return [physical[i].strip() for i in keep], np.asarray(keep, np.int64) + 1
 
 
-def _read_rows(path: Path, *, header: bool, whitespace: bool = False) -> _Rows:
-    """Parse a CSV (or whitespace table) into str cells, keeping each row's file line."""
+def _read_rows(path: Path, *, header: bool, whitespace: bool = False, sep: str = ",") -> _Rows:
+    """Parse a CSV (``sep``-delimited, or a whitespace table) into str cells with their lines."""
     text, lines = _data_lines(path, comments=whitespace)
-    sep = r"\s+" if whitespace else ","
+    sep = r"\s+" if whitespace else sep
     try:
         frame = pd.read_csv(io.BytesIO(b"\n".join(text)), sep=sep, header=0 if header else None,
                             dtype=str, keep_default_na=False, skip_blank_lines=False,
@@ -173,8 +211,9 @@ def _numeric(rows: _Rows, column: str, path: Path) -> np.ndarray:
     return values
 
 
-def load_jodie(path: Path) -> EventStream:
+def load_jodie(path: Path, ctx: ReadContext | None = None) -> EventStream:
     """Load the TGN-preprocessed ``ml_{name}.csv`` with ``ml_{name}.npy`` beside it."""
+    ctx = ctx or ReadContext()
     rows = _read_rows(path, header=True)
     cols = {c: _numeric(rows, c, path) for c in ("u", "i", "ts", "label", "idx")}
     feat_path = path.with_suffix(".npy")
@@ -187,13 +226,18 @@ def load_jodie(path: Path) -> EventStream:
                                     f"idx: no such row in {feat_path.name} ({len(table)} rows)")
         feat = table[idx.astype(np.int64)]
     else:
+        ctx.notes.append(f"{path}: no {feat_path.name} beside it, so the events have no edge "
+                         "features (the jodie format keeps them in ml_NAME.npy)")
         feat = np.zeros((len(rows.frame), 0), np.float32)
-    return EventStream.from_arrays(src=cols["u"], dst=cols["i"], t=cols["ts"], edge_feat=feat,
-                                   label=cols["label"], source=str(path), lines=rows.lines)
+    order = time_order(cols["ts"], rows.lines, path, ctx, EventFormat.JODIE)
+    return EventStream.from_arrays(src=cols["u"][order], dst=cols["i"][order], t=cols["ts"][order],
+                                   edge_feat=feat[order], label=cols["label"][order],
+                                   source=str(path), lines=rows.lines[order])
 
 
-def load_tgl(path: Path) -> EventStream:
+def load_tgl(path: Path, ctx: ReadContext | None = None) -> EventStream:
     """Load TGL's ``edges.csv`` (and ``edge_features.pt`` from the same folder if present)."""
+    ctx = ctx or ReadContext()
     rows = _read_rows(path, header=True)
     cols = {c: _numeric(rows, c, path) for c in ("src", "dst", "time")}
     feat_path = path.parent / "edge_features.pt"
@@ -204,9 +248,13 @@ def load_tgl(path: Path) -> EventStream:
                                     f"expected {len(rows.frame)} feature rows, one per edge "
                                     f"of {path.name}")
     else:
+        ctx.notes.append(f"{path}: no {feat_path.name} beside it, so the events have no edge "
+                         "features")
         feat = np.zeros((len(rows.frame), 0), np.float32)
-    return EventStream.from_arrays(src=cols["src"], dst=cols["dst"], t=cols["time"],
-                                   edge_feat=feat, source=str(path), lines=rows.lines)
+    order = time_order(cols["time"], rows.lines, path, ctx, EventFormat.TGL)
+    return EventStream.from_arrays(src=cols["src"][order], dst=cols["dst"][order],
+                                   t=cols["time"][order], edge_feat=feat[order],
+                                   source=str(path), lines=rows.lines[order])
 
 
 def _array(path: Path) -> np.ndarray:
@@ -256,20 +304,22 @@ def _compact(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return inverse[: len(src)], inverse[len(src):], len(ids)
 
 
-def load_snap(path: Path) -> EventStream:
+def load_snap(path: Path, ctx: ReadContext | None = None) -> EventStream:
     """Load a SNAP temporal edge list ``SRC DST UNIXTS`` (ids compacted to ``0..N-1``)."""
+    ctx = ctx or ReadContext()
     rows = _read_rows(path, header=False, whitespace=True)
     if rows.frame.shape[1] != 3:
         raise TemporalDataError(str(path), int(rows.lines[0]), rows.frame.shape[1],
                                 "expected 3 whitespace-separated columns SRC DST UNIXTS")
     rows.frame.columns = ["src", "dst", "t"]
     cols = {c: _numeric(rows, c, path) for c in ("src", "dst", "t")}
+    order = time_order(cols["t"], rows.lines, path, ctx, EventFormat.SNAP)
+    cols, lines = {c: v[order] for c, v in cols.items()}, rows.lines[order]
     feat = np.zeros((len(rows.frame), 0), np.float32)
-    validate_events(cols["src"], cols["dst"], cols["t"], feat, source=str(path),
-                    lines=rows.lines)
+    validate_events(cols["src"], cols["dst"], cols["t"], feat, source=str(path), lines=lines)
     src, dst, num_nodes = _compact(cols["src"], cols["dst"])
     return EventStream.from_arrays(src=src, dst=dst, t=cols["t"], edge_feat=feat,
-                                   source=str(path), num_nodes=num_nodes, lines=rows.lines)
+                                   source=str(path), num_nodes=num_nodes, lines=lines)
 
 
 def _has_header(path: Path) -> bool:
@@ -278,11 +328,13 @@ def _has_header(path: Path) -> bool:
     return not first.split(",")[0].strip().lstrip("-").isdigit()
 
 
-def load_bitcoin(path: Path) -> EventStream:
+def load_bitcoin(path: Path, ctx: ReadContext | None = None) -> EventStream:
     """Load SNAP's Bitcoin OTC / Alpha CSV; sorts by time (stable) and compacts ids.
 
-    Errors name the line of the file, also for problems found after sorting by time.
+    It always sorts (SNAP ships Alpha unsorted), noting it in ``ctx`` when it had to. Errors
+    name the line of the file, also for problems found after sorting by time.
     """
+    ctx = ctx or ReadContext()
     rows = _read_rows(path, header=_has_header(path))
     if rows.frame.shape[1] != 4:
         raise TemporalDataError(str(path), int(rows.header_line or rows.lines[0]),
@@ -294,7 +346,7 @@ def load_bitcoin(path: Path) -> EventStream:
         raise TemporalDataError(str(path), int(rows.lines[bad[0]]), cols["rating"][bad[0]],
                                 "rating must lie in [-10, 10]")
     feat = (cols["rating"] / 10.0)[:, None]
-    order = np.argsort(cols["t"], kind="stable")
+    order = time_order(cols["t"], rows.lines, path, ctx, EventFormat.BITCOIN, always=True)
     lines = rows.lines[order]
     validate_events(cols["src"][order], cols["dst"][order], cols["t"][order], feat[order],
                     source=str(path), lines=lines)

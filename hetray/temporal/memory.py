@@ -133,6 +133,18 @@ class NodeMemory:
                           next_mail=self.next_mail[rows], version=version,
                           row_version=np.full(len(rows), version, np.int64))
 
+    def load(self, state: MemoryRows) -> None:
+        """Overwrite every row with ``state`` (a :meth:`gather` of all ``num_rows`` rows).
+
+        Raises:
+            ValueError: ``state`` has another shape than this state.
+        """
+        for name in ("memory", "mem_ts", "mail", "mail_ts", "next_mail"):
+            mine, given = getattr(self, name), getattr(state, name)
+            if given.shape != mine.shape:
+                raise ValueError(f"{name}: expected {mine.shape}, got {given.shape}")
+            mine[...] = given
+
     def apply(self, rows: np.ndarray, update: MemoryUpdate) -> None:
         """Write an update whose nodes sit at local ``rows``; mail goes to the ring slot."""
         self.memory[rows] = update.memory

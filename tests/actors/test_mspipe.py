@@ -23,7 +23,7 @@ from hetray.mspipe import (
 from hetray.mspipe.fit import Progress
 from hetray.temporal import ModelKind, SyntheticConfig
 
-TRAIN = TrainConfig(epochs=1, batch_size=100, lr=3e-3)
+TRAIN = TrainConfig(epochs=1, batch_size=100, lr=3e-3, threads=1)
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

@@ -107,3 +107,95 @@ def test_reused_checkpoint_dir_is_one_clear_error_before_ray(tmp_path):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1
     assert "holds shard checkpoints of another run (shard_1.parquet)" in lines[0]
+
+
+def _strict_json(text):
+    """Parse JSON refusing NaN / Infinity (what ``allow_nan=False`` guarantees)."""
+    def refuse(constant):
+        raise AssertionError(f"non-standard JSON constant {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_validation_and_test_cut_at_one_timestamp_is_an_error_naming_the_cut_times(tmp_path):
+    """Yearly data: the 0.70 and 0.85 quantiles fall on the same year, validation is empty."""
+    path = tmp_path / "yearly.txt"
+    years = [2000] * 40 + [2001] * 50 + [2002] * 10
+    path.write_text("".join(f"{i % 7} {i % 5 + 7} {y}\n" for i, y in enumerate(years)),
+                    encoding="utf-8")
+    result = CliRunner().invoke(cli, ["train", "mspipe", "--dataset", str(path),
+                                      "--pipeline", "sequential", "--patience", "2",
+                                      "--json-out", str(tmp_path / "out.json")])
+    assert result.exit_code == 2, result.output
+    assert "leave a split empty (cut times: validation 2001.0 < t <= 2001.0 < t test)" \
+        in result.output
+    assert "nan" not in result.output.lower()
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_small_validation_set_warns_with_the_cut_times_and_json_is_strict(tmp_path):
+    path = tmp_path / "events.parquet"
+    synthetic_events(SyntheticConfig(num_events=400, num_nodes=40, num_communities=4)) \
+        .write_parquet(path)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(cli, [
+        "train", "mspipe", "--dataset", str(path), "--model", "jodie", "--pipeline",
+        "sequential", "--memory-dim", "8", "--time-dim", "4", "--batch-size", "50",
+        "--epochs", "2", "--patience", "1", "--evaluation", "tgn", "--json-out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "warning: the validation set holds only 60 events (" in result.output
+    assert "evaluation: tgn (TGN / DyGLib" in result.output
+    assert "nan" not in result.output.lower()
+    data = _strict_json(out.read_text())
+    assert data["evaluation"] == "tgn"
+    assert data["warnings"][0].startswith("the validation set holds only 60 events (")
+    assert " < t <= " in data["warnings"][0]
+
+
+def test_model_and_trainer_flags_reach_the_config():
+    result = CliRunner().invoke(cli, [
+        "train", "mspipe", "--print-config", "--time-dim", "50", "--neighbors", "20",
+        "--heads", "4", "--dropout", "0.3", "--threads", "3", "--evaluation", "tgn"])
+    assert result.exit_code == 0, result.output
+    for line in ("time_dim: 50", "num_neighbors: 20", "num_heads: 4", "dropout: 0.3",
+                 "threads: 3", "evaluation: tgn"):
+        assert line in result.output
+    bad = CliRunner().invoke(cli, ["train", "mspipe", "--heads", "3", "--memory-dim", "100"])
+    assert bad.exit_code == 2
+    assert "num_heads=3" in bad.output
+
+
+def test_csv_path_trains_and_a_guessed_format_is_printed(tmp_path):
+    events = synthetic_events(SyntheticConfig(num_events=600, num_nodes=30, num_communities=3))
+    path = tmp_path / "interactions.csv"
+    path.write_text("user,item,ts\n" + "".join(
+        f"u{s},u{d},{t}\n" for s, d, t in zip(events.src, events.dst, events.t, strict=True)),
+        encoding="utf-8")
+    common = ["train", "mspipe", "--dataset", str(path), "--model", "jodie", "--pipeline",
+              "sequential", "--memory-dim", "8", "--time-dim", "4", "--batch-size", "100"]
+    ok = CliRunner().invoke(cli, [*common, "--format", "csv", "--columns",
+                                  "src=user,dst=item,t=ts"])
+    assert ok.exit_code == 0, ok.output
+    assert "format: csv\n" in ok.output
+    assert "test: AP" in ok.output
+    guessed = CliRunner().invoke(cli, common)
+    assert guessed.exit_code == 2, guessed.output
+    assert "format: bitcoin (detected from the file name; pass --format to choose)" \
+        in guessed.output
+    assert "[read as bitcoin, guessed from the file name; pass --format to choose]" \
+        in guessed.output
+
+
+def test_missing_feature_file_warning_reaches_the_report(tmp_path):
+    path = tmp_path / "ml_toy.csv"
+    rows = "".join(f"{i},{i % 9 + 1},{i % 7 + 10},{float(i)},0,{i + 1}\n" for i in range(400))
+    path.write_text(",u,i,ts,label,idx\n" + rows, encoding="utf-8")
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(cli, [
+        "train", "mspipe", "--dataset", str(path), "--model", "jodie", "--pipeline",
+        "sequential", "--memory-dim", "8", "--time-dim", "4", "--batch-size", "100",
+        "--json-out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "warning: " in result.output
+    assert "no ml_toy.npy beside it, so the events have no edge features" in result.output
+    assert any("no ml_toy.npy" in w for w in _strict_json(out.read_text())["warnings"])

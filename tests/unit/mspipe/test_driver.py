@@ -31,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 BASE = RunConfig(data=DataConfig(synthetic=SyntheticConfig(num_events=2500)),
                  model=ModelChoice(memory_dim=16),
-                 train=TrainConfig(epochs=1, batch_size=100, lr=3e-3),
+                 train=TrainConfig(epochs=1, batch_size=100, lr=3e-3, threads=1),
                  store=StoreConfig(num_shards=2))
 
 

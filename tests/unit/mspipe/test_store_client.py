@@ -178,3 +178,24 @@ def test_shutdown_with_patience_writes_the_final_checkpoint(make_store, tmp_path
     _, again = make_store(checkpoint_dir=str(tmp_path))
     assert again.version == 3
     assert again.read(np.arange(6), 3).result().memory[:, 0].tolist() == [3.0] * 6
+
+
+def test_a_loaded_snapshot_is_what_a_killed_shard_comes_back_to(make_store, tmp_path):
+    """Early stopping puts the best epoch's memory back into the shards: they checkpoint it,
+    so a shard that dies afterwards restores the loaded state, not the overwritten one."""
+    group, store = make_store(checkpoint_dir=str(tmp_path), checkpoint_every=2)
+    for v in range(1, 4):
+        store.write(_update(v), v).result()
+    best = store.snapshot()
+    assert [part.memory[:, 0].tolist() for part in best] == [[3.0] * 3 + [0.0] * 3,
+                                                            [3.0] * 3 + [0.0] * 3]
+    for v in range(4, 8):
+        store.write(_update(v), v).result()
+    store.load_snapshot(best)
+    assert store.read(np.arange(6), 7).result().memory[:, 0].tolist() == [3.0] * 6
+    group.kill(0)
+    rows = store.read(np.arange(6), 7).result()
+    assert [r.lost_versions for r in store.drain()] == [0]
+    assert rows.memory[:, 0].tolist() == [3.0] * 6
+    store.write(_update(8, nodes=(0, 2)), 8).result()
+    assert store.read(np.arange(6), 8).result().memory[:, 0].tolist() == [8, 3, 8, 3, 3, 3]
