@@ -40,8 +40,8 @@ from hetray.graph.hetero import (
     HeteroGraph,
     build_heterograph,
     check_edges,
-    check_features,
     check_target,
+    float32_features,
 )
 
 logger = logging.getLogger(__name__)
@@ -72,7 +72,6 @@ _SPECS = {
 DECODE_ERRORS = (*UNREADABLE, MemoryError, SyntaxError, IndexError, OverflowError,
                  NotImplementedError, tokenize.TokenError, struct.error, UnicodeDecodeError,
                  zlib.error, lzma.LZMAError)
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _one_line(err: BaseException) -> str:
@@ -142,15 +141,7 @@ def _features(path: Path, ntype: str, num_nodes: int) -> torch.Tensor:
         else:
             loaded.close()
             dense = _sparse(path, handle, num_nodes)
-    dense = _numeric(path, dense)
-    wide = _wide(dense)
-    bad = np.flatnonzero(~(np.abs(wide) <= _FLOAT32_MAX).all(axis=1))
-    if len(bad):
-        raise GraphDataError(str(path), f"row {int(bad[0])}", wide[bad[0]].tolist(),
-                             "features must be finite float32 numbers")
-    feat = torch.from_numpy(dense.astype(np.float32))
-    check_features(str(path), ntype, feat, num_nodes)
-    return feat
+    return float32_features(str(path), ntype, _numeric(path, dense), num_nodes)
 
 
 def _open(path: Path) -> BinaryIO:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from numbers import Integral
 
 import dgl
+import numpy as np
 import torch
 
 from hetray.core.errors import GraphDataError
@@ -95,6 +96,25 @@ class HeteroGraph:
         """In-neighbour index of ``relation``: int64 ``indptr (N_dst + 1,)``, ``src (E_r,)``."""
         indptr, indices, _ = self.graph.adj_tensors("csc", relation)
         return indptr.long(), indices.long()
+
+
+def float32_features(source: str, ntype: str, values: np.ndarray,
+                     num_nodes: int) -> torch.Tensor:
+    """``values`` ``(num_nodes, D)`` read from ``source`` as a float32 tensor, checked.
+
+    Raises:
+        GraphDataError: a row with a value that is not a finite float32 (names the row), or
+            the wrong shape.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):  # signalling NaNs cast quietly
+        wide = values.astype(np.float64)
+    bad = np.flatnonzero(~(np.abs(wide) <= float(np.finfo(np.float32).max)).all(axis=1))
+    if len(bad):
+        raise GraphDataError(source, f"row {int(bad[0])}", wide[bad[0]].tolist(),
+                             "features must be finite float32 numbers")
+    feat = torch.from_numpy(values.astype(np.float32))
+    check_features(source, ntype, feat, num_nodes)
+    return feat
 
 
 def check_features(source: str, ntype: str, feat: torch.Tensor, num_nodes: int) -> None:

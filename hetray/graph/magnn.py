@@ -41,8 +41,8 @@ from hetray.graph.heco import DECODE_ERRORS
 from hetray.graph.hetero import (
     HeteroGraph,
     build_heterograph,
-    check_features,
     check_target,
+    float32_features,
 )
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,6 @@ MARKERS = ("adjM.npz", "node_types.npy")
 KNOWN_NAMES = {"dblp": ("author", "paper", "term", "conference"),
                "imdb": ("movie", "director", "actor")}
 _SPLITS = ("train_idx", "val_idx", "test_idx")
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def is_magnn_dir(path: Path) -> bool:
@@ -199,15 +198,7 @@ def _features(root: Path, t: int, ntype: str, num_nodes: int) -> torch.Tensor | 
     values = matrix.toarray() if sparse.is_file() else matrix
     if values.dtype.kind not in "fiub":
         raise GraphDataError(str(path), "*", str(values.dtype), "expected numbers")
-    with np.errstate(invalid="ignore", over="ignore"):
-        wide = values.astype(np.float64)
-    bad = np.flatnonzero(~(np.abs(wide) <= _FLOAT32_MAX).all(axis=1))
-    if len(bad):
-        raise GraphDataError(str(path), f"row {int(bad[0])}", wide[bad[0]].tolist(),
-                             "features must be finite float32 numbers")
-    feat = torch.from_numpy(values.astype(np.float32))
-    check_features(str(path), ntype, feat, num_nodes)
-    return feat
+    return float32_features(str(path), ntype, values, num_nodes)
 
 
 def _read_splits(handle: BinaryIO) -> dict[str, np.ndarray] | str:
