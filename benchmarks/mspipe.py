@@ -70,9 +70,11 @@ import torch
 from hetray.actors.mspipe import RayBackend
 
 from hetray import runtime
-from hetray.mspipe.fit import TrainConfig, build_model, memory_config
+from hetray.mspipe import config as mspipe_config
+from hetray.mspipe.config import DataConfig, ModelChoice, RunConfig, StoreConfig, TrainConfig
+from hetray.mspipe.fit import build_model, memory_config
 from hetray.mspipe.report import RunReport
-from hetray.mspipe.run import DataConfig, ModelChoice, RunConfig, StoreConfig, load_dataset, run
+from hetray.mspipe.run import run
 from hetray.mspipe.sources import EventView, InlineSources, NegativeStream
 from hetray.mspipe.staleness import STAGES, Mitigation, PipelineConfig, PipelineMode
 from hetray.mspipe.store import LocalMemoryStore
@@ -352,7 +354,8 @@ def main() -> None:
     start = time.perf_counter()
     runtime.connect(args.address)
     streams = datasets(args.synthetic_events)
-    headline_stream = load_dataset(streams.get(HEADLINE[0], next(iter(streams.values()))))
+    headline = streams.get(HEADLINE[0], next(iter(streams.values())))
+    headline_stream = mspipe_config.load_dataset(headline)
     threads = probe_threads(headline_stream, ModelKind.TGN)
     threads["call_cost"] = probe_call_cost(headline_stream, ModelKind.TGN)
     grid = run_grid(args, streams, threads["torch_threads"])

@@ -20,8 +20,8 @@ from hetray.actors.mspipe import RayBackend
 
 from hetray import runtime
 from hetray.core.ray_args import add_ray_arguments
-from hetray.mspipe.fit import TrainConfig
-from hetray.mspipe.run import DataConfig, ModelChoice, RunConfig, StoreConfig, run
+from hetray.mspipe.config import DataConfig, ModelChoice, RunConfig, StoreConfig, TrainConfig
+from hetray.mspipe.run import run
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
 from hetray.temporal.models import ModelKind
 from hetray.temporal.synthetic import SyntheticConfig

@@ -34,6 +34,21 @@ os.environ["RAY_AUTH_TOKEN_PATH"] = str(_TOKEN_DIR / "auth_token")
 os.environ.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the file
 
 
+#: Set to run the cells marked ``slow`` (kept out of ``make test`` to fit CI's time budget).
+SLOW_ENV = "HETRAY_SLOW"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the ``slow`` cells unless ``$HETRAY_SLOW`` is set."""
+    del config
+    if os.environ.get(SLOW_ENV):
+        return
+    skip = pytest.mark.skip(reason=f"slow cell: set {SLOW_ENV}=1 to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the session's token directory."""
     del config

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,11 +20,15 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+import torch
 from click.testing import CliRunner
 
 from hetray.cli.main import cli
 from hetray.experiments.registry import experiment_spec
+from hetray.graph import synthetic_mag, write_parquet
 from hetray.pipeline.schedules import Schedule
 from hetray.planner.handoff import default_plan, local_spec
 from hetray.planner.plan import plan_to_json
@@ -142,6 +147,8 @@ def test_hostile_file_ends_in_one_line_naming_it(name, tmp_path):
 SUBPROCESS_ENV = "HETRAY_HOSTILE_SUBPROCESS"
 MAX_WALL_S = 5.0
 MAX_RSS_BYTES = 500 * 2**20
+#: GNU time, which measures a child's own peak RSS (:func:`run_capturing`).
+GNU_TIME = shutil.which("time", path="/usr/bin:/bin")
 
 
 @pytest.mark.skipif(not os.environ.get(SUBPROCESS_ENV),
@@ -161,11 +168,134 @@ def test_hostile_file_as_a_process_within_5_s_and_500_mb(name, tmp_path):
 
 def run_measured(argv: list[str]) -> tuple[float, int, int, str]:
     """Run ``argv``; its wall seconds, peak RSS bytes (``wait4``), exit code and stderr."""
+    wall_s, rss, code, _, stderr = run_capturing(argv)
+    return wall_s, rss, code, stderr
+
+
+def run_capturing(argv: list[str]) -> tuple[float, int, int, str, str]:
+    """Run ``argv``; wall seconds, peak RSS bytes, exit code, stdout, stderr.
+
+    The peak RSS is GNU time's (``/usr/bin/time -f %M``) when it is installed: a child forked
+    from this large pytest process would otherwise count this process's pages too (Linux
+    folds the pre-``exec`` peak into ``ru_maxrss``); else ``wait4``'s, an upper bound.
+    """
     began = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+    with (tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err,
+          tempfile.NamedTemporaryFile("r") as peak):
+        timed = [GNU_TIME, "-q", "-f", "%M", "-o", peak.name, *argv] if GNU_TIME else argv
+        process = subprocess.Popen(timed, stdout=out, stderr=err, cwd=REPO)
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
+        rss = int(peak.read().split()[-1]) * 1024 if GNU_TIME else usage.ru_maxrss * 1024
+        out.seek(0)
         err.seek(0)
-        stderr = err.read().decode(errors="replace")
-    return time.perf_counter() - began, usage.ru_maxrss * 1024, process.returncode, stderr
+        stdout, stderr = (f.read().decode(errors="replace") for f in (out, err))
+    return time.perf_counter() - began, rss, process.returncode, stdout, stderr
+
+
+class _Payload:
+    """Unpickling this runs ``exec`` of code that creates ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return exec, (f"open({str(self.marker)!r}, 'w').close()",)
+
+
+def _tgl_payload(root: Path) -> Path:
+    (root / "edges.csv").write_text(",src,dst,time,ext_roll\n0,0,1,1,0\n1,1,2,2,0\n")
+    torch.save({"feat": _Payload(root / "PWNED")}, root / "edge_features.pt")
+    return root / "edges.csv"
+
+
+def _bitcoin_bad_row(root: Path) -> Path:
+    rows = [f"{i},{i + 1},1,{1000 + i}" for i in range(60)]
+    rows[50] = "50,51,x,1050"
+    (root / "soc-sign-bitcoinotc.csv").write_text("\n".join(rows) + "\n")
+    return root / "soc-sign-bitcoinotc.csv"
+
+
+def _parquet_huge_ids(root: Path) -> Path:
+    pq.write_table(pa.table({"src": [0, 10**12], "dst": [1, 2], "t": [1.0, 2.0]}),
+                   root / "events.parquet")
+    return root / "events.parquet"
+
+
+def _parquet_truncated(root: Path) -> Path:
+    pq.write_table(pa.table({"src": [0, 1], "dst": [1, 2], "t": [1.0, 2.0]}),
+                   root / "events.parquet")
+    data = (root / "events.parquet").read_bytes()
+    (root / "events.parquet").write_bytes(data[: len(data) // 2])
+    return root / "events.parquet"
+
+
+def _hetero_nan_feature(root: Path) -> Path:
+    graph = synthetic_mag(num_edges=10_000, seed=1)
+    write_parquet(graph, root)
+    path = root / "nodes" / "paper.parquet"
+    feat = graph.features["paper"].clone()
+    feat[7, 3] = float("nan")
+    table = pq.read_table(path)
+    column = pa.FixedSizeListArray.from_arrays(pa.array(feat.reshape(-1).numpy()), feat.shape[1])
+    pq.write_table(table.set_column(table.column_names.index("feat"), "feat", column), path)
+    return root
+
+
+def _hetero_truncated_schema(root: Path) -> Path:
+    write_parquet(synthetic_mag(num_edges=10_000, seed=1), root)
+    text = (root / "schema.json").read_text()
+    (root / "schema.json").write_text(text[: len(text) // 2])
+    return root
+
+
+#: Data files through ``hetray train``: (make the file in a folder -> the --dataset value,
+#: the command, the modules that must not have loaded when the file is refused).
+DATA_CASES: dict[str, tuple[Callable[[Path], Path], list[str], tuple[str, ...]]] = {
+    "tgl-pickle-payload": (_tgl_payload, ["mspipe", "--pipeline", "sequential"],
+                           ("torch", "dgl", "ray", "sklearn")),
+    "bitcoin-bad-row": (_bitcoin_bad_row, ["mspipe", "--pipeline", "sequential"],
+                        ("torch", "dgl", "ray", "sklearn")),
+    "events-ids-10e12": (_parquet_huge_ids, ["mspipe"], ("torch", "dgl", "ray", "sklearn")),
+    "events-truncated-parquet": (_parquet_truncated, ["mspipe"],
+                                 ("torch", "dgl", "ray", "sklearn")),
+    # Heta's loaders build torch tensors (torch loads); DGL and Ray only after the checks.
+    "hetero-nan-feature": (_hetero_nan_feature, ["heta"], ("dgl", "ray", "sklearn")),
+    "hetero-truncated-schema": (_hetero_truncated_schema, ["heta"], ("dgl", "ray", "sklearn")),
+}
+#: Runs ``hetray`` in a child process, then prints which heavy modules it had loaded.
+_CLI_THEN_MODULES = (
+    "import sys\nfrom hetray.cli.main import cli\ntry:\n    cli(sys.argv[1:])\n"
+    "except SystemExit as exit_:\n    code = exit_.code\n"
+    "print(sorted(m for m in ('torch', 'dgl', 'ray', 'sklearn') if m in sys.modules))\n"
+    "sys.exit(code)\n")
+
+
+#: The data cases ``make test`` runs (each is a child process, 3-5 s); the rest run with
+#: ``$HETRAY_HOSTILE_SUBPROCESS`` set, as do the time and memory bounds.
+DEFAULT_DATA_CASES = ("tgl-pickle-payload", "hetero-nan-feature")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=[] if name in DEFAULT_DATA_CASES or os.environ.get(SUBPROCESS_ENV)
+                 else [pytest.mark.skip(reason=f"set {SUBPROCESS_ENV}=1 to run every case")])
+    for name in sorted(DATA_CASES)])
+def test_a_bad_data_file_is_refused_before_heavy_modules_load(name, tmp_path):
+    """One line naming the file, exit 2, nothing executed, and (opt-in) within 5 s and 500 MB."""
+    make, command, absent = DATA_CASES[name]
+    dataset = make(tmp_path)
+    wall_s, rss, code, stdout, stderr = run_capturing(
+        [sys.executable, "-c", _CLI_THEN_MODULES, "train", *command, "--address", "local",
+         "--dataset", str(dataset), "--epochs", "1"])
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    print(f"{name}: rc {code}, {wall_s:.2f} s, {rss / 2**20:.0f} MB")
+    assert code == 2, stderr
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(f"error: {tmp_path}"), stderr
+    assert not (tmp_path / "PWNED").exists()
+    loaded = set(json.loads(stdout.strip().splitlines()[-1].replace("'", '"')))
+    assert not loaded & set(absent), loaded
+    if os.environ.get(SUBPROCESS_ENV):
+        assert wall_s < MAX_WALL_S
+        assert rss < MAX_RSS_BYTES

@@ -12,6 +12,10 @@ import pytest
 from tests.conftest import REPO
 
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
+#: Examples kept out of ``make test`` for CI's time budget (``HETRAY_SLOW=1`` runs them):
+#: tune_scaling.py (about a minute) runs a Tune sweep of every experiment, and each
+#: experiment's trainable already runs on Ray in tests/test_tune.py.
+SLOW_EXAMPLES = {"tune_scaling.py"}
 # Per example: tiny-size arguments and the lines its stdout must contain.
 TINY_ARGS = {"heta_raf.py": ["--edges", "20000", "--epochs", "1"],
              "planner_hetero_llm.py": ["--model", "gpt-1.3b", "--global-batch", "32",
@@ -37,7 +41,9 @@ def test_there_are_examples():
     assert [p.name for p in EXAMPLES] == sorted(EXPECTED)
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("example", [
+    pytest.param(p, marks=[pytest.mark.slow] if p.name in SLOW_EXAMPLES else [], id=p.name)
+    for p in EXAMPLES])
 def test_example_runs_locally(example):
     env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
     result = subprocess.run([sys.executable, str(example), *TINY_ARGS.get(example.name, [])],

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -29,25 +29,28 @@ from hetray.cli.common import (
     resolve_run_config,
 )
 from hetray.cli.progress import Bar
-from hetray.mspipe.fit import Progress, TrainConfig
-from hetray.mspipe.report import RunReport
-from hetray.mspipe.run import (
+from hetray.mspipe.config import (
     SYNTHETIC,
-    Backend,
     DataConfig,
     ModelChoice,
+    Progress,
     RunConfig,
     StoreConfig,
-    run,
+    TrainConfig,
+    read_dataset,
 )
+from hetray.mspipe.report import RunReport
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
 from hetray.mspipe.storage import refuse_reused
 from hetray.temporal.formats import DELIMITERS, CsvHeader
+from hetray.temporal.link_metrics import LinkMetrics
 from hetray.temporal.loaders import EventFormat, detect_format
-from hetray.temporal.models import ModelKind
+from hetray.temporal.model_config import ModelKind
 from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.synthetic import SyntheticConfig
-from hetray.temporal.train import LinkMetrics
+
+if TYPE_CHECKING:  # the run API imports torch: loaded once the flags and the data are good
+    from hetray.mspipe.run import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -265,9 +268,12 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
     if config.store.checkpointing and config.store.checkpoint_dir:
         refuse_reused(config.store.checkpoint_dir)  # before Ray starts
     _echo_format(config.data)
+    loaded = read_dataset(config.data)  # a bad file is refused before torch and Ray load
     backend = _backend(config, address, ship_project)
+    from hetray.mspipe.run import run
+
     with _bars() as bars:
-        report = run(config, backend, progress=bars)
+        report = run(config, backend, progress=bars, loaded=loaded)
     _print(config, report)
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False),
@@ -280,6 +286,7 @@ def demo() -> DemoResult:
     Test AP against a random scorer's 0.5 (Ray must be connected).
     """
     from hetray.actors.mspipe import RayBackend
+    from hetray.mspipe.run import run
 
     synthetic = SyntheticConfig(num_events=6000, num_communities=10)
     config = RunConfig(data=DataConfig(synthetic=synthetic),

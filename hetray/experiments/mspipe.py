@@ -32,22 +32,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
-from hetray.mspipe.fit import TrainConfig
-from hetray.mspipe.run import (
-    Backend,
-    DataConfig,
-    ModelChoice,
-    MSPipeDriver,
-    RunConfig,
-    StoreConfig,
-)
+from hetray.mspipe.config import DataConfig, ModelChoice, RunConfig, StoreConfig, TrainConfig
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
-from hetray.temporal.models import ModelKind
+from hetray.temporal.model_config import ModelKind
 from hetray.temporal.synthetic import SyntheticConfig
+
+if TYPE_CHECKING:  # the run API imports torch: a trial loads it, a grid check does not
+    from hetray.mspipe.run import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +124,8 @@ def run_mspipe_trial(config: Mapping[str, Any], report: Reporter,
         ConfigError: an invalid parameter.
     """
     trial = _trial(config)
+    from hetray.mspipe.run import MSPipeDriver
+
     with MSPipeDriver(trial.run_config(), backend) as driver:
         while not driver.done:
             record = driver.step()

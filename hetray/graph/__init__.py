@@ -1,10 +1,18 @@
 """Heterogeneous graph data: container, Parquet storage, real and synthetic loaders."""
 
-from hetray.graph.datasets import load_dataset
-from hetray.graph.heco import load_heco
-from hetray.graph.hetero import HeteroGraph, Relation, from_dgl
-from hetray.graph.parquet_io import read_parquet, write_parquet
-from hetray.graph.synthetic import synthetic_mag
+from hetray.core.lazy_exports import lazy_exports
 
-__all__ = ["HeteroGraph", "Relation", "from_dgl", "load_dataset", "load_heco", "read_parquet",
-           "synthetic_mag", "write_parquet"]
+#: Each re-exported name -> the module defining it, imported on first use (so importing
+#: one light module of this package, e.g. its configs, loads nothing heavy).
+_EXPORTS = {
+    "HeteroGraph": "hetray.graph.hetero",
+    "Relation": "hetray.graph.hetero",
+    "from_dgl": "hetray.graph.hetero",
+    "load_dataset": "hetray.graph.datasets",
+    "load_heco": "hetray.graph.heco",
+    "read_parquet": "hetray.graph.parquet_io",
+    "synthetic_mag": "hetray.graph.synthetic",
+    "write_parquet": "hetray.graph.parquet_io",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

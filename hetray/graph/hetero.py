@@ -24,13 +24,16 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
+from typing import TYPE_CHECKING
 
-import dgl
 import numpy as np
 import torch
 
 from hetray.core.errors import GraphDataError
 from hetray.core.limits import check_limit
+
+if TYPE_CHECKING:  # DGL loads when a graph is built, after every data check has passed
+    import dgl
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +195,8 @@ def from_dgl(
     Returns:
         The validated container (structure copied without ndata).
     """
+    import dgl
+
     features = {nt: graph.nodes[nt].data[feature_key].float() for nt in graph.ntypes
                 if feature_key in graph.nodes[nt].data}
     data = graph.nodes[target_type].data
@@ -221,6 +226,8 @@ def build_heterograph(
         GraphDataError: an id is out of range for its node type (names relation and column).
     """
     check_edges(source, edges, num_nodes)
+    import dgl
+
     try:
         return dgl.heterograph(dict(edges), dict(num_nodes))
     except dgl.DGLError as err:  # e.g. a relation named like a node type

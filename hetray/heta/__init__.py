@@ -23,23 +23,36 @@ in-process collectives), ``cache`` (heterogeneity-aware cache), ``metrics`` (acc
 macro-F1) and ``dgl_reference`` (stock DGL R-GCN yardstick, trained with the same recipe).
 """
 
-from hetray.heta.collective import CollectiveHub, LocalCollective
-from hetray.heta.driver import EpochReport, HetaDriver
-from hetray.heta.holder import HolderConfig, HolderCore, Mode
-from hetray.heta.meta_partition import (
-    MetaPartitionPlan,
-    SchemaStats,
-    max_partitions,
-    meta_partition,
-)
-from hetray.heta.metrics import Evaluation, macro_f1
-from hetray.heta.models import ConvKind, EmbeddingInit, MetatreeHGNN, ModelConfig
-from hetray.heta.raf import RafWorker, StepStats, TrainConfig
-from hetray.heta.run import LocalBackend, RunConfig, RunReport, run
-from hetray.heta.worker import HolderWorker
+from hetray.core.lazy_exports import lazy_exports
 
-__all__ = ["CollectiveHub", "ConvKind", "EmbeddingInit", "EpochReport", "Evaluation",
-           "HetaDriver", "HolderConfig", "HolderCore", "HolderWorker", "LocalBackend",
-           "LocalCollective", "MetaPartitionPlan", "MetatreeHGNN", "Mode", "ModelConfig",
-           "RafWorker", "RunConfig", "RunReport", "SchemaStats", "StepStats", "TrainConfig",
-           "macro_f1", "max_partitions", "meta_partition", "run"]
+#: Each re-exported name -> the module defining it, imported on first use (so importing
+#: one light module of this package, e.g. its configs, loads nothing heavy). The functions
+#: ``run`` and ``fit`` are not among them: importing their modules would shadow them.
+_EXPORTS = {
+    "CollectiveHub": "hetray.heta.collective",
+    "ConvKind": "hetray.heta.models",
+    "EmbeddingInit": "hetray.heta.models",
+    "EpochReport": "hetray.heta.driver",
+    "Evaluation": "hetray.heta.metrics",
+    "HetaDriver": "hetray.heta.driver",
+    "HolderConfig": "hetray.heta.holder",
+    "HolderCore": "hetray.heta.holder",
+    "HolderWorker": "hetray.heta.worker",
+    "LocalBackend": "hetray.heta.run",
+    "LocalCollective": "hetray.heta.collective",
+    "MetaPartitionPlan": "hetray.heta.meta_partition",
+    "MetatreeHGNN": "hetray.heta.models",
+    "Mode": "hetray.heta.holder",
+    "ModelConfig": "hetray.heta.models",
+    "RafWorker": "hetray.heta.raf",
+    "RunConfig": "hetray.heta.run",
+    "RunReport": "hetray.heta.run",
+    "SchemaStats": "hetray.heta.meta_partition",
+    "StepStats": "hetray.heta.raf",
+    "TrainConfig": "hetray.heta.raf",
+    "macro_f1": "hetray.heta.metrics",
+    "max_partitions": "hetray.heta.meta_partition",
+    "meta_partition": "hetray.heta.meta_partition",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -33,7 +33,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import pandas as pd
 import torch
 
 from hetray.cluster.spec import LinkSpec
@@ -281,6 +280,8 @@ class RunReport:
 
     def to_parquet(self, path: str | Path) -> None:
         """Write one row per epoch (the :class:`EpochReport` fields) to ``path``."""
+        import pandas as pd  # only for this file: a run that fails on its data never loads it
+
         pd.DataFrame([asdict(e) for e in self.epochs]).to_parquet(path)
 
     @property

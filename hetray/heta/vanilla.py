@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 
-import dgl
 import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
@@ -64,6 +63,8 @@ def node_partition(hg: HeteroGraph, num_parts: int, *, method: str, seed: int,
         gen = torch.Generator().manual_seed(seed)
         return {t: torch.randint(0, num_parts, (hg.num_nodes(t),), generator=gen)
                 for t in hg.graph.ntypes}
+    import dgl  # loaded only when METIS runs (importing Heta's configs stays DGL-free)
+
     homo = dgl.to_homogeneous(hg.graph)
     assign = dgl.metis_partition_assignment(dgl.to_bidirected(homo), num_parts).long()
     ntype_ids = homo.ndata[dgl.NTYPE]

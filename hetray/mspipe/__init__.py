@@ -26,43 +26,32 @@ early stopping, evaluation), :mod:`~hetray.mspipe.report` (what a run reports). 
 data and sampler are the temporal-GNN library's (:mod:`hetray.temporal`).
 """
 
-from hetray.mspipe.fit import FitReport, TrainConfig, fit, fit_sequential
-from hetray.mspipe.report import EpochRecord, RunReport
-from hetray.mspipe.run import (
-    Backend,
-    DataConfig,
-    LocalBackend,
-    ModelChoice,
-    MSPipeDriver,
-    RunConfig,
-    StoreConfig,
-    run,
-)
-from hetray.mspipe.sources import InlineSources, NegativeStream, StreamKind
-from hetray.mspipe.staleness import Mitigation, PipelineConfig, PipelineMode, Recovery
-from hetray.mspipe.store import LocalMemoryStore
+from hetray.core.lazy_exports import lazy_exports
 
-__all__ = [
-    "Backend",
-    "DataConfig",
-    "EpochRecord",
-    "FitReport",
-    "InlineSources",
-    "LocalBackend",
-    "LocalMemoryStore",
-    "MSPipeDriver",
-    "Mitigation",
-    "ModelChoice",
-    "NegativeStream",
-    "PipelineConfig",
-    "PipelineMode",
-    "Recovery",
-    "RunConfig",
-    "RunReport",
-    "StoreConfig",
-    "StreamKind",
-    "TrainConfig",
-    "fit",
-    "fit_sequential",
-    "run",
-]
+#: Each re-exported name -> the module defining it, imported on first use (so importing
+#: one light module of this package, e.g. its configs, loads nothing heavy). The functions
+#: ``run`` and ``fit`` are not among them: importing their modules would shadow them.
+_EXPORTS = {
+    "Backend": "hetray.mspipe.run",
+    "DataConfig": "hetray.mspipe.config",
+    "EpochRecord": "hetray.mspipe.report",
+    "FitReport": "hetray.mspipe.fit",
+    "InlineSources": "hetray.mspipe.sources",
+    "LocalBackend": "hetray.mspipe.run",
+    "LocalMemoryStore": "hetray.mspipe.store",
+    "MSPipeDriver": "hetray.mspipe.run",
+    "Mitigation": "hetray.mspipe.staleness",
+    "ModelChoice": "hetray.mspipe.config",
+    "NegativeStream": "hetray.mspipe.sources",
+    "PipelineConfig": "hetray.mspipe.staleness",
+    "PipelineMode": "hetray.mspipe.staleness",
+    "Recovery": "hetray.mspipe.staleness",
+    "RunConfig": "hetray.mspipe.config",
+    "RunReport": "hetray.mspipe.report",
+    "StoreConfig": "hetray.mspipe.config",
+    "StreamKind": "hetray.mspipe.sources",
+    "TrainConfig": "hetray.mspipe.config",
+    "fit_sequential": "hetray.mspipe.fit",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

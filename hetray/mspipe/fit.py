@@ -34,7 +34,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from hetray.core.errors import ConfigError
+from hetray.mspipe.config import QUIET, Progress, TrainConfig
 from hetray.mspipe.driver import run_pass
 from hetray.mspipe.sources import EventView, InlineSources, NegativeStream, SourceFactory
 from hetray.mspipe.staleness import (
@@ -48,52 +48,13 @@ from hetray.mspipe.staleness import (
 from hetray.mspipe.store import LocalMemoryStore
 from hetray.temporal.batches import batch_slices
 from hetray.temporal.data import EventStream, TemporalSplit
+from hetray.temporal.link_metrics import LinkMetrics, batch_link_metrics, link_metrics
 from hetray.temporal.memory import MemoryConfig, MemoryRows
 from hetray.temporal.models import MemoryTGNN, ModelConfig
 from hetray.temporal.protocol import EvalProtocol
-from hetray.temporal.train import (
-    LinkMetrics,
-    batch_link_metrics,
-    eval_step,
-    link_metrics,
-    train_step,
-)
+from hetray.temporal.train import eval_step, train_step
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrainConfig:
-    """Optimisation and evaluation settings (TGL: batch 600, lr 1e-4).
-
-    Attributes:
-        epochs: passes over the training events (the most, with early stopping).
-        batch_size: events per batch ``B`` (evaluation batches too).
-        lr: Adam learning rate. seed: seeds negatives and torch.
-        patience: epochs without a better validation AP before stopping and restoring the
-            best epoch's parameters and memory (TGN: 5); 0 trains every epoch, keeps the last.
-        evaluation: ``hetray`` or ``tgn`` (TGN / DyGLib: per-batch AP, negatives from the
-            distinct destinations, TGN's new-node rule; :mod:`hetray.temporal.protocol`).
-        threads: the trainer's torch threads; 0 picks them (:mod:`hetray.mspipe.threads`:
-            the cores neither other processes nor the mspipe workers use, at most 4).
-    """
-
-    epochs: int = 1
-    batch_size: int = 600
-    lr: float = 1e-4
-    seed: int = 0
-    patience: int = 0
-    evaluation: EvalProtocol = EvalProtocol.HETRAY
-    threads: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError("TrainConfig", name, getattr(self, name), ">= 1")
-        if self.patience < 0:
-            raise ConfigError("TrainConfig", "patience", self.patience, ">= 0 (0 = off)")
-        if self.threads < 0:
-            raise ConfigError("TrainConfig", "threads", self.threads, ">= 0 (0 = auto)")
 
 
 #: A validation set with fewer events gets a warning: its AP is too noisy to select on.
@@ -185,23 +146,6 @@ class FitReport:
         return sum(p.num_events for p in self.train_passes) / wall if wall else 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Progress:
-    """Callbacks for observation only: ``start(name, num_events)`` and ``advance(n)``."""
-
-    start: Callable[[str, int], None]
-    advance: Callable[[int], None]
-
-
-def _quiet_start(name: str, num_events: int) -> None:
-    logger.debug("pass %s: %d events", name, num_events)
-
-
-def _quiet_advance(num_events: int) -> None:
-    """No progress display."""
-
-
-QUIET = Progress(start=_quiet_start, advance=_quiet_advance)
 
 
 @dataclass(slots=True)

@@ -20,16 +20,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hetray.mspipe.fit import FitReport
 from hetray.mspipe.staleness import STAGES, PassReport, PipelineMode, Recovery
 from hetray.temporal.data import EventStream
+from hetray.temporal.link_metrics import LinkMetrics
+
+if TYPE_CHECKING:  # the trainer's module imports torch; a report is read without it
+    from hetray.mspipe.fit import FitReport
 from hetray.temporal.protocol import EvalProtocol
-from hetray.temporal.train import LinkMetrics
 
 logger = logging.getLogger(__name__)
 

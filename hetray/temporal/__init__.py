@@ -4,31 +4,29 @@ A library shared by the temporal systems (MSPipe in :mod:`hetray.mspipe`); it ho
 training pipeline of its own and imports no Ray.
 """
 
-from hetray.temporal.data import EventStream, TemporalSplit, chronological_split
-from hetray.temporal.formats import CsvLayout, LoadedEvents, LoadOptions, read_events
-from hetray.temporal.loaders import EventFormat, load_events
-from hetray.temporal.memory import MemoryConfig
-from hetray.temporal.models import MemoryTGNN, ModelConfig, ModelKind
-from hetray.temporal.protocol import EvalProtocol, split_for, tgn_split
-from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
+from hetray.core.lazy_exports import lazy_exports
 
-__all__ = [
-    "CsvLayout",
-    "EvalProtocol",
-    "EventFormat",
-    "EventStream",
-    "LoadOptions",
-    "LoadedEvents",
-    "MemoryConfig",
-    "MemoryTGNN",
-    "ModelConfig",
-    "ModelKind",
-    "SyntheticConfig",
-    "TemporalSplit",
-    "chronological_split",
-    "load_events",
-    "read_events",
-    "split_for",
-    "synthetic_events",
-    "tgn_split",
-]
+#: Each re-exported name -> the module defining it, imported on first use (so importing
+#: one light module of this package, e.g. its configs, loads nothing heavy).
+_EXPORTS = {
+    "CsvLayout": "hetray.temporal.formats",
+    "EvalProtocol": "hetray.temporal.protocol",
+    "EventFormat": "hetray.temporal.loaders",
+    "EventStream": "hetray.temporal.data",
+    "LoadOptions": "hetray.temporal.formats",
+    "LoadedEvents": "hetray.temporal.formats",
+    "MemoryConfig": "hetray.temporal.memory",
+    "MemoryTGNN": "hetray.temporal.models",
+    "ModelConfig": "hetray.temporal.model_config",
+    "ModelKind": "hetray.temporal.model_config",
+    "SyntheticConfig": "hetray.temporal.synthetic",
+    "TemporalSplit": "hetray.temporal.data",
+    "chronological_split": "hetray.temporal.data",
+    "load_events": "hetray.temporal.loaders",
+    "read_events": "hetray.temporal.formats",
+    "split_for": "hetray.temporal.protocol",
+    "synthetic_events": "hetray.temporal.synthetic",
+    "tgn_split": "hetray.temporal.protocol",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -278,14 +278,14 @@ def _array(path: Path) -> np.ndarray:
 
 def _tensor(path: Path) -> np.ndarray:
     """``(E, D_e)`` features from a ``torch.save`` file (``weights_only``: no code)."""
-    import torch
-
     try:
-        loaded = load_tensor_file(path)
+        loaded = load_tensor_file(path)  # screens the pickle before torch is imported
     except _DECODE_ERRORS as err:
         raise TemporalDataError(str(path), 0, type(err).__name__,
                                 f"not a tensor file hetray can read safely: "
                                 f"{one_line(err)}") from err
+    import torch
+
     if (not isinstance(loaded, torch.Tensor) or loaded.ndim != 2
             or loaded.layout != torch.strided or loaded.is_complex()
             or loaded.dtype in (torch.bool,) or loaded.is_quantized):

@@ -20,7 +20,7 @@ from hetray.mspipe import (
     StoreConfig,
     TrainConfig,
 )
-from hetray.mspipe.fit import Progress
+from hetray.mspipe.config import Progress
 from hetray.temporal import ModelKind, SyntheticConfig
 
 TRAIN = TrainConfig(epochs=1, batch_size=100, lr=3e-3, threads=1)

@@ -34,7 +34,7 @@ from hetray.core.limits import limit
 from hetray.experiments.grid import load_grid
 from hetray.experiments.registry import EXPERIMENTS
 from hetray.heta.run import RunConfig as HetaRunConfig
-from hetray.mspipe.run import RunConfig as MspipeRunConfig
+from hetray.mspipe.config import RunConfig as MspipeRunConfig
 from hetray.pipeline.run import RunConfig as PipelineRunConfig
 from hetray.pipeline.schedules import Schedule
 from hetray.planner.handoff import default_plan, load_plan, local_spec

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from hetray.core.errors import ConfigError, GraphDataError, HetrayError, TemporalDataError
-from hetray.core.untrusted import load_tensor_file
+from hetray.core.untrusted import check_pickle_globals, load_tensor_file
 from hetray.graph import read_parquet, synthetic_mag, write_parquet
 from hetray.graph.heco import load_heco
 from hetray.temporal.loaders import load_events
@@ -125,3 +125,33 @@ def test_a_broken_schema_is_one_clear_error(dataset, tmp_path, text):
     (root / "schema.json").write_text(text)
     with pytest.raises(HetrayError, match=r"schema\.json"):
         read_parquet(root)
+
+
+def test_the_pickle_screen_passes_what_torch_save_writes(tmp_path):
+    """Tensors, state dicts, parameters and the legacy (pre-zip) format pass the screen."""
+    files = {
+        "tensor.pt": (torch.randn(3, 4), True),
+        "state.pt": ({"w": torch.randn(2), "b": torch.zeros(3, dtype=torch.int64)}, True),
+        "param.pt": ({"p": torch.nn.Parameter(torch.randn(2)), "n": [1, "s"]}, True),
+        "legacy.pt": (torch.randn(2, 2).half(), False),
+    }
+    for name, (value, zip_format) in files.items():
+        torch.save(value, tmp_path / name, _use_new_zipfile_serialization=zip_format)
+        check_pickle_globals(tmp_path / name)
+    assert load_tensor_file(tmp_path / "legacy.pt").dtype == torch.float16
+
+
+@pytest.mark.parametrize("zip_format", [True, False])
+def test_the_pickle_screen_names_the_code_a_file_would_run(tmp_path, zip_format):
+    path = tmp_path / "evil.pt"
+    torch.save({"t": torch.ones(1), "p": Payload(_marker(tmp_path))}, path,
+               _use_new_zipfile_serialization=zip_format)
+    with pytest.raises(pickle.UnpicklingError, match=r"builtin_*\.exec'"):
+        check_pickle_globals(path)
+    assert not _marker(tmp_path).exists()
+
+
+def test_the_pickle_screen_refuses_what_is_not_a_pickle(tmp_path):
+    (tmp_path / "junk.pt").write_bytes(b"\x00not a pickle" * 4)
+    with pytest.raises(pickle.UnpicklingError, match="not a tensor file"):
+        check_pickle_globals(tmp_path / "junk.pt")

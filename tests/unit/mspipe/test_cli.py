@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from hetray.cli.main import cli
 from hetray.core.config import load_config
-from hetray.mspipe.run import RunConfig
+from hetray.mspipe.config import RunConfig
 from hetray.mspipe.staleness import PipelineMode
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 from tests.progress import assert_progress_before

@@ -20,9 +20,9 @@ from hetray.mspipe import (
     RunConfig,
     StoreConfig,
     TrainConfig,
-    run,
 )
-from hetray.mspipe.fit import Progress
+from hetray.mspipe.config import Progress
+from hetray.mspipe.run import run
 from hetray.mspipe.sources import InlineSources
 from hetray.mspipe.store import LocalMemoryStore
 from hetray.temporal import ModelKind, SyntheticConfig

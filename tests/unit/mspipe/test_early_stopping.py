@@ -17,8 +17,8 @@ from hetray.mspipe import (
     StoreConfig,
     TrainConfig,
     fit_sequential,
-    run,
 )
+from hetray.mspipe.run import run
 from hetray.temporal import (
     MemoryTGNN,
     ModelConfig,

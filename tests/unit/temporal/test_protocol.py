@@ -11,8 +11,8 @@ from sklearn.metrics import average_precision_score
 
 from hetray.core.errors import TemporalDataError
 from hetray.temporal.data import EventStream, chronological_split
+from hetray.temporal.link_metrics import batch_link_metrics
 from hetray.temporal.protocol import NegativeSet, negative_pools, tgn_negatives, tgn_split
-from hetray.temporal.train import batch_link_metrics
 
 
 def _stream(num_events=600, num_nodes=60, seed=3):
