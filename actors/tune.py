@@ -77,6 +77,7 @@ RAY_BACKENDS: dict[str, str] = {
     "pipeline": "hetray.actors.pipeline:RayBackend",
     "heta": "hetray.actors.heta:RayBackend",
     "mspipe": "hetray.actors.mspipe:RayBackend",
+    "theory": "hetray.actors.theory:RayBackend",
 }
 
 
