@@ -27,7 +27,7 @@ from hetray.core.errors import PartitionHolderError
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.collective import Collective
-from hetray.heta.holder import HolderConfig
+from hetray.heta.config import HolderConfig
 from hetray.heta.worker import HolderWorker
 
 logger = logging.getLogger(__name__)

@@ -44,13 +44,21 @@ from hetray.actors.heta import RayBackend
 from hetray import runtime
 from hetray.graph import load_heco, synthetic_mag
 from hetray.graph.hetero import HeteroGraph
-from hetray.heta.cache import CachePolicy, cache_comparison
+from hetray.heta.cache import cache_comparison
+from hetray.heta.config import (
+    MIB,
+    CacheConfig,
+    CachePolicy,
+    LinkConfig,
+    Mode,
+    ModelConfig,
+    RunConfig,
+    TrainConfig,
+)
 from hetray.heta.dgl_reference import train_dgl_rgcn
-from hetray.heta.holder import Mode
 from hetray.heta.meta_partition import meta_partition
-from hetray.heta.models import ModelConfig
 from hetray.heta.raf import schema_stats
-from hetray.heta.run import MIB, CacheConfig, LinkConfig, RunConfig, RunReport, TrainConfig, run
+from hetray.heta.run import RunReport, run
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"

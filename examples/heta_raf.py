@@ -24,10 +24,9 @@ from hetray.actors.heta import RayBackend
 from hetray import runtime
 from hetray.core.config import load_config
 from hetray.core.ray_args import add_ray_arguments
+from hetray.heta.config import ConvKind, Mode, ModelConfig, Progress, RunConfig, TrainConfig
 from hetray.heta.driver import EpochReport
-from hetray.heta.holder import Mode
-from hetray.heta.models import ConvKind, ModelConfig
-from hetray.heta.run import Progress, RunConfig, TrainConfig, run
+from hetray.heta.run import run
 
 
 class EpochLines(Progress):
@@ -35,7 +34,7 @@ class EpochLines(Progress):
 
     def on_epoch(self, report: EpochReport) -> None:
         """Loss and time of the epoch that ended."""
-        print(f"epoch {report.epoch}: loss {report.loss:.4f} time {report.epoch_time_s:.2f}s")
+        print(f"epoch {report.epoch + 1}: loss {report.loss:.4f} time {report.epoch_time_s:.2f}s")
 
 
 def config_from(args: argparse.Namespace) -> RunConfig:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,11 +28,19 @@ from hetray.cli.common import (
     resolve_run_config,
 )
 from hetray.cli.progress import Bar
-from hetray.graph.datasets import load_dataset
-from hetray.heta.driver import EpochReport
-from hetray.heta.holder import Mode
-from hetray.heta.models import ConvKind, EmbeddingInit, ModelConfig
-from hetray.heta.run import Progress, RunConfig, RunReport, TrainConfig, check_run, run
+from hetray.heta.config import (
+    ConvKind,
+    EmbeddingInit,
+    Mode,
+    ModelConfig,
+    Progress,
+    RunConfig,
+    TrainConfig,
+)
+
+if TYPE_CHECKING:  # torch and DGL load when a run starts, not for --help or a bad flag
+    from hetray.heta.driver import EpochReport
+    from hetray.heta.run import RunReport
 
 logger = logging.getLogger(__name__)
 
@@ -84,13 +93,13 @@ class _Bar(Progress):
 
     def on_epoch(self, report: EpochReport) -> None:
         val = "" if report.val_acc is None else f" val_acc {report.val_acc:.4f}"
-        self.bar.write(f"epoch {report.epoch}: loss {report.loss:.4f} train_acc "
+        self.bar.write(f"epoch {report.epoch + 1}/{self.epochs}: loss {report.loss:.4f} train_acc "
                        f"{report.train_acc:.4f}{val} time {report.epoch_time_s:.2f}s "
                        f"bytes {report.bytes_sent / 1e6:.2f} MB")
 
 
 def _print(report: RunReport, out: Path | None) -> None:
-    best = "" if report.best_epoch is None else f" (epoch {report.best_epoch}, best val_acc)"
+    best = "" if report.best_epoch is None else f" (epoch {report.best_epoch + 1}, best val_acc)"
     click.echo(f"train_acc {report.train_acc:.4f} val_acc {report.val_acc:.4f} "
                f"test_acc {report.test_acc:.4f} val_f1 {report.val_f1:.4f} "
                f"test_f1 {report.test_f1:.4f}{best} epoch_time {report.mean_epoch_time_s:.2f}s "
@@ -150,22 +159,25 @@ def _training_options(command: Callable[..., None]) -> Callable[..., None]:
               help="synthetic-mag:EDGES[:SEED] or a dataset directory/file: hetray Parquet, "
               "HeCo, MAGNN raw, dgl.save_graphs (docs/datasets.md).")
 @click.option("--model", "conv", type=click.Choice([c.value for c in ConvKind]),
-              default=MODEL.conv.value, show_default=True)
+              default=MODEL.conv.value, show_default=True,
+              help="Per-relation aggregation: R-GCN (mean) or R-GAT (attention).")
 @click.option("--partitions", type=click.IntRange(min=1), default=DEFAULTS.num_partitions,
               show_default=True, help="Partition holders K.")
 @click.option("--mode", type=click.Choice([m.value for m in Mode]),
               default=DEFAULTS.mode.value, show_default=True,
               help="raf (Heta) or vanilla (DistDGL-style).")
 @click.option("--epochs", type=click.IntRange(min=1), default=TRAIN.epochs,
-              show_default=True)
+              show_default=True, help="Passes over the training nodes (at most, with "
+                                      "--patience).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=TRAIN.batch_size,
-              show_default=True)
+              show_default=True, help="Seed nodes per step (ignored with --full-graph).")
 @click.option("--hidden-dim", type=click.IntRange(min=2), default=MODEL.hidden_dim,
-              show_default=True)
+              show_default=True, help="Hidden width d of every layer.")
 @click.option("--fanouts", default=",".join(map(str, MODEL.fanouts)),
               show_default=True, callback=_fanouts,
               help="Neighbours per relation per level, root level first.")
-@click.option("--lr", type=float, default=TRAIN.lr, show_default=True)
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=TRAIN.lr,
+              show_default=True, help="Adam learning rate.")
 @_training_options
 @click.option("--cache-mb", type=click.FloatRange(min=0), default=DEFAULTS.cache.budget_mb,
               help="Compare hetero-aware vs type-agnostic caches at this budget; vanilla "
@@ -173,7 +185,8 @@ def _training_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--link-gbps", type=click.FloatRange(min=0), default=DEFAULTS.link.gbit_per_s,
               help="Emulate a network of this bandwidth for cross-holder bytes (0: none).")
 @click.option("--link-latency-us", type=click.FloatRange(min=0),
-              default=DEFAULTS.link.latency_us, show_default=True)
+              default=DEFAULTS.link.latency_us, show_default=True,
+              help="Per-message latency of the emulated link (with --link-gbps).")
 @click.option("--holder-cpus", "--num-cpus", "holder_cpus",
               type=click.FloatRange(min=0.01), default=DEFAULTS.holder_cpus,
               show_default=True, help="CPUs reserved per holder.")
@@ -189,6 +202,9 @@ def heta(ctx: click.Context, config_file: Path | None, print_config: bool, out: 
     if print_config:
         echo_config(config)
         return
+    from hetray.graph.datasets import load_dataset
+    from hetray.heta.run import check_run, run
+
     graph = load_dataset(config.dataset)
     check_run(config, graph)  # an impossible K fails here, not after Ray starts
     connect(address, ship_project)
@@ -206,6 +222,8 @@ def demo() -> DemoResult:
     R-GCN on a synthetic mag graph; RAF trains 2 epochs, vanilla 1 (bytes are per epoch).
     """
     from hetray.actors.heta import RayBackend
+    from hetray.graph.datasets import load_dataset
+    from hetray.heta.run import run
 
     config = RunConfig(dataset="synthetic-mag:50000", mode=Mode.RAF, num_partitions=2,
                        holder_cpus=0.5,

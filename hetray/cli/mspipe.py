@@ -120,9 +120,10 @@ def _metrics_line(name: str, metrics: LinkMetrics) -> str:
 
 def _print(config: RunConfig, report: RunReport) -> None:
     pipe = config.pipeline
+    staleness = ("0 (every stage inline)" if pipe.mode == PipelineMode.SEQUENTIAL
+                 else "auto" if pipe.auto_staleness else str(pipe.staleness))
     click.echo(f"{report.dataset}: {report.num_events} events, {report.num_nodes} nodes; "
-               f"{config.model.kind.value} with {pipe.mode.value}, staleness "
-               f"{'auto' if pipe.auto_staleness else pipe.staleness}, "
+               f"{config.model.kind.value} with {pipe.mode.value}, staleness {staleness}, "
                f"{report.threads} trainer thread(s)")
     for warning in report.warnings:
         click.echo(f"warning: {warning}")
@@ -189,9 +190,12 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
               help="--format csv: strftime codes of text times (e.g. '%m/%d/%y %I:%M %p'), "
                    "read as UNIX seconds (UTC); default: times are numbers.")
 @click.option("--model", "kind", type=click.Choice([k.value for k in ModelKind]),
-              default=DEFAULTS.model.kind.value, show_default=True)
+              default=DEFAULTS.model.kind.value, show_default=True,
+              help="Memory-based TGNN: TGN (attention over neighbours), JODIE, APAN.")
 @click.option("--pipeline", "mode", type=click.Choice([m.value for m in PipelineMode]),
-              default=DEFAULTS.pipeline.mode.value, show_default=True)
+              default=DEFAULTS.pipeline.mode.value, show_default=True,
+              help="mspipe: sampler, fetcher and memory shards as actors, reads up to "
+                   "--staleness behind; sequential: every stage inline (the baseline).")
 @click.option("--staleness", default="auto", show_default=True, callback=_staleness,
               help="'auto' (minimal non-stalling k, chosen per iteration) or a fixed k.")
 @click.option("--epochs", default=DEFAULTS.train.epochs, show_default=True,
@@ -201,9 +205,9 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
               help="Stop after this many epochs without a better validation AP and test the "
                    "best epoch's parameters (0: train every epoch).")
 @click.option("--batch-size", default=DEFAULTS.train.batch_size, show_default=True,
-              type=click.IntRange(min=1))
+              type=click.IntRange(min=1), help="Events per batch (training and evaluation).")
 @click.option("--lr", default=DEFAULTS.train.lr, show_default=True,
-              type=click.FloatRange(min=0, min_open=True))
+              type=click.FloatRange(min=0, min_open=True), help="Adam learning rate.")
 @click.option("--memory-dim", default=DEFAULTS.model.memory_dim, show_default=True,
               type=click.IntRange(min=2), help="Memory dimension (TGN's paper: 172).")
 @click.option("--time-dim", default=DEFAULTS.model.time_dim, show_default=True,
@@ -214,7 +218,8 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
 @click.option("--heads", "num_heads", default=DEFAULTS.model.num_heads, show_default=True,
               type=click.IntRange(min=1), help="Attention heads (must divide --memory-dim).")
 @click.option("--dropout", default=DEFAULTS.model.dropout, show_default=True,
-              type=click.FloatRange(min=0, max=1, max_open=True))
+              type=click.FloatRange(min=0, max=1, max_open=True),
+              help="Dropout rate of TGN's neighbour-attention output.")
 @click.option("--evaluation", type=click.Choice([e.value for e in EvalProtocol]),
               default=DEFAULTS.train.evaluation.value, show_default=True,
               help="hetray: AP over each whole set; tgn: TGN / DyGLib's protocol (per-batch AP "

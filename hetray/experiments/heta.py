@@ -31,14 +31,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
-from hetray.heta.driver import EpochReport
-from hetray.heta.holder import Mode
-from hetray.heta.models import ModelConfig
-from hetray.heta.run import Backend, LinkConfig, Progress, RunConfig, TrainConfig, run
+from hetray.heta.config import LinkConfig, Mode, ModelConfig, Progress, RunConfig, TrainConfig
+
+if TYPE_CHECKING:  # torch and DGL load in a trial, not when a grid is checked
+    from hetray.heta.driver import EpochReport
+    from hetray.heta.run import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +141,8 @@ def run_heta_trial(config: Mapping[str, Any], report: Reporter,
         ConfigError: an invalid parameter.
     """
     trial = trial_config(HetaTrial, config, PARAMS, "heta trial")
+    from hetray.heta.run import run
+
     result = run(trial.run_config(), backend, _DelayedReports(report))
     report({**_epoch_metrics(result.epochs[-1]), "test_acc": result.test_acc,
             "val_acc": result.val_acc, "test_f1": result.test_f1,

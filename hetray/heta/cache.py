@@ -18,7 +18,6 @@ and the weighted miss cost as training runs.
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Mapping
@@ -28,21 +27,15 @@ import torch
 
 from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
+from hetray.heta.config import CachePolicy, TrainConfig
 from hetray.heta.meta_partition import meta_partition
-from hetray.heta.raf import TrainConfig, epoch_batches, root_view, schema_stats
+from hetray.heta.raf import epoch_batches, root_view, schema_stats
 from hetray.heta.sampling import sample_tree
 
 logger = logging.getLogger(__name__)
 
 EMBEDDING_PENALTY_FACTOR = 3.0
 PROFILE_STEP_OFFSET = 500_000_000  # step salt of profiling passes; no training step uses it
-
-
-class CachePolicy(str, enum.Enum):
-    """Which rows a cache holds under its byte budget."""
-
-    HETERO = "hetero"
-    AGNOSTIC = "agnostic"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

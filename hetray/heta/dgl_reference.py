@@ -34,9 +34,9 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
 from hetray.graph.hetero import HeteroGraph
+from hetray.heta.config import ModelConfig, TrainConfig
 from hetray.heta.metrics import Evaluation, confusion_matrix
-from hetray.heta.models import ModelConfig, init_embedding
-from hetray.heta.raf import TrainConfig
+from hetray.heta.models import init_embedding
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ import torch
 from hetray.core.errors import PartitionHolderError
 from hetray.core.group import ActorGroup
 from hetray.graph.hetero import HeteroGraph
-from hetray.heta.holder import HolderConfig, Mode
+from hetray.heta.config import HolderConfig, Mode
 from hetray.heta.metrics import Evaluation
 from hetray.heta.raf import EVAL_STEP_OFFSET, StepStats
 from hetray.heta.worker import HolderWorker
@@ -53,7 +53,8 @@ class EpochReport:
     """One epoch, as the driver saw it.
 
     Attributes:
-        epoch: epoch index.
+        epoch: 0-based epoch index (the CLI prints ``epoch + 1``, as ``train mspipe`` numbers
+            epochs from 1).
         loss: mean training loss over its steps.
         train_acc: training accuracy (fraction) on the sampled batches.
         epoch_time_s: wall time of the epoch (restarts included; validation excluded).

@@ -20,25 +20,22 @@ With a link emulator, every byte a holder sends waits ``alpha + bytes / beta`` f
 
 from __future__ import annotations
 
-import enum
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from hetray.cluster.spec import LinkSpec
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
-from hetray.core.errors import ConfigError
 from hetray.core.untrusted import load_tensor_file
 from hetray.graph.hetero import HeteroGraph
-from hetray.heta.cache import CachePolicy, RowCache, plan_cache, type_profiles
+from hetray.heta.cache import RowCache, plan_cache, type_profiles
 from hetray.heta.collective import Collective
+from hetray.heta.config import HolderConfig, Mode
 from hetray.heta.meta_partition import MetaPartitionPlan, meta_partition
 from hetray.heta.raf import (
     RafWorker,
     StepStats,
-    TrainConfig,
     parameter_copies,
     schema_stats,
 )
@@ -47,49 +44,6 @@ from hetray.heta.vanilla import VanillaWorker, node_partition
 logger = logging.getLogger(__name__)
 
 CACHE_PROFILE_BATCHES = 5
-
-
-class Mode(str, enum.Enum):
-    """Distributed training paradigm."""
-
-    RAF = "raf"
-    VANILLA = "vanilla"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HolderConfig:
-    """What every holder of a group shares.
-
-    Attributes:
-        mode: RAF or vanilla.
-        train: training hyper-parameters.
-        num_partitions: ``K`` holders.
-        link: emulated network for cross-holder bytes; None = shared memory as is.
-        node_partition: vanilla's node assignment, ``"metis"`` or ``"random"``.
-        cache_bytes: vanilla only: per-worker budget of a static cache of remote input rows
-            (0: no cache); planned from a profiling pass of ``CACHE_PROFILE_BATCHES`` batches.
-        cache_policy: which rows that cache holds (Heta's or type-agnostic).
-    """
-
-    mode: Mode
-    train: TrainConfig
-    num_partitions: int
-    link: LinkSpec | None = None
-    node_partition: str = "metis"
-    cache_bytes: int = 0
-    cache_policy: CachePolicy = CachePolicy.HETERO
-
-    def __post_init__(self) -> None:
-        if self.num_partitions < 1:
-            raise ConfigError("HolderConfig", "num_partitions", self.num_partitions, ">= 1")
-        if self.node_partition not in ("metis", "random"):
-            raise ConfigError("HolderConfig", "node_partition", self.node_partition,
-                              "'metis' or 'random'")
-        if self.cache_bytes < 0:
-            raise ConfigError("HolderConfig", "cache_bytes", self.cache_bytes, ">= 0")
-        if self.cache_bytes and self.mode is not Mode.VANILLA:
-            raise ConfigError("HolderConfig", "cache_bytes", self.cache_bytes,
-                              "0 unless mode is vanilla (RAF reads only local rows)")
 
 
 def raf_plan(hg: HeteroGraph, config: HolderConfig) -> MetaPartitionPlan:

@@ -28,9 +28,7 @@ never the process's RNG), so replicated parameters get identical gradients.
 
 from __future__ import annotations
 
-import enum
 import logging
-import math
 import warnings
 import zlib
 from collections.abc import Callable, Mapping
@@ -40,7 +38,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
-from hetray.core.errors import ConfigError
+from hetray.heta.config import ConvKind, EmbeddingInit, ModelConfig
 from hetray.heta.meta_partition import MetaTreeNode
 from hetray.heta.sampling import SampledEdges, SampledTree, counter_uniform, vertex_salt
 
@@ -48,81 +46,6 @@ logger = logging.getLogger(__name__)
 
 #: ``reduce(local) -> total``: the sum of a ``(n, d)`` partial over all holders (detached).
 Reduce = Callable[[torch.Tensor], torch.Tensor]
-
-
-class ConvKind(str, enum.Enum):
-    """Per-relation aggregation."""
-
-    RGCN = "rgcn"
-    RGAT = "rgat"
-
-
-class EmbeddingInit(str, enum.Enum):
-    """Initial values of a featureless type's learnable embedding table ``(N_t, d)``.
-
-    ``normal``: ``N(0, embedding_std^2)``, by default ``N(0, 1)``: ``nn.Embedding``'s own
-    default and what DGL's and PyG's R-GCN examples start from. ``xavier``: Glorot uniform
-    over the ``(N_t, d)`` table, ``U(-a, a)``, ``a = sqrt(6 / (N_t + d))``.
-    """
-
-    NORMAL = "normal"
-    XAVIER = "xavier"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelConfig:
-    """Model hyper-parameters.
-
-    Attributes:
-        conv: per-relation aggregation.
-        hidden_dim: ``d``.
-        num_heads: ``H`` (R-GAT only); must divide ``hidden_dim``.
-        fanouts: sampled neighbours per relation per level, root level first; its length is
-            the depth ``L`` (full-graph training keeps every neighbour).
-        seed: parameter-initialisation, dropout and sampling seed.
-        float64: compute in float64 (exactness tests: Adam amplifies float32 summation-order
-            differences of ~1e-7 to ~1e-5 within a few steps).
-        dropout: ``p``, dropout probability after every ReLU (0 disables it).
-        self_loop_weight: learn a ``d x d`` self-loop weight ``S_v`` at every inner vertex
-            (and the root) instead of adding ``x_v`` as it is.
-        relation_bias: a learnable bias ``b_c`` per relation message.
-        embedding_init: how featureless types' embeddings start.
-        embedding_std: standard deviation of ``embedding_init = normal``.
-    """
-
-    conv: ConvKind = ConvKind.RGCN
-    hidden_dim: int = 64
-    num_heads: int = 2
-    fanouts: tuple[int, ...] = (10, 10)
-    seed: int = 0
-    float64: bool = False
-    dropout: float = 0.5
-    self_loop_weight: bool = False
-    relation_bias: bool = False
-    embedding_init: EmbeddingInit = EmbeddingInit.NORMAL
-    embedding_std: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.hidden_dim < 1 or self.num_heads < 1 or self.hidden_dim % self.num_heads:
-            raise ConfigError("ModelConfig", "hidden_dim", self.hidden_dim,
-                              f"a positive multiple of num_heads={self.num_heads}")
-        if not self.fanouts:
-            raise ConfigError("ModelConfig", "fanouts", self.fanouts, "at least one level")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError("ModelConfig", "dropout", self.dropout, "0 <= dropout < 1")
-        if not (self.embedding_std > 0 and math.isfinite(self.embedding_std)):
-            raise ConfigError("ModelConfig", "embedding_std", self.embedding_std,
-                              "a finite number > 0")
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """Parameter and feature dtype."""
-        return torch.float64 if self.float64 else torch.float32
-
-    @property
-    def depth(self) -> int:
-        """``L``, the number of message-passing levels."""
-        return len(self.fanouts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,72 +20,22 @@ With ``K = 1`` this *is* the single-process trainer.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F  # noqa: N812
 
 from hetray.comm.link_emulation import ring_allreduce_bytes
-from hetray.core.config import limited
-from hetray.core.errors import ConfigError
 from hetray.graph.hetero import HeteroGraph
+from hetray.heta.config import TrainConfig
 from hetray.heta.meta_partition import MetaPartitionPlan, MetaTreeNode, SchemaStats
 from hetray.heta.metrics import confusion_matrix
-from hetray.heta.models import InputSpec, MetatreeHGNN, ModelConfig, Reduce, StepContext
+from hetray.heta.models import InputSpec, MetatreeHGNN, Reduce, StepContext
 from hetray.heta.sampling import sample_tree
 
 logger = logging.getLogger(__name__)
 
 EVAL_STEP_OFFSET = 1_000_000_000
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrainConfig:
-    """Training hyper-parameters (the defaults are ``hetray train heta``'s).
-
-    Attributes:
-        model: model config (its seed also seeds sampling, dropout and batching).
-        batch_size: ``B`` seeds per step (ignored by full-graph training).
-        lr: Adam learning rate.
-        weight_decay: Adam's L2 penalty on every parameter.
-        epochs: passes over the training ids (at most: see ``patience``).
-        full_graph: one step per epoch on all training ids, every neighbour kept (the
-            fanouts only give the depth): the seeds' outputs are those of a full-graph pass.
-        select_best: evaluate the validation ids after every epoch and end the run with the
-            parameters of the epoch of best validation accuracy (the first, on ties).
-        patience: with ``select_best``, stop after this many epochs without a better
-            validation accuracy (0: run every epoch).
-    """
-
-    model: ModelConfig = field(default_factory=ModelConfig)
-    batch_size: int = limited("batch_rows", 128)
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    epochs: int = limited("steps", 100)
-    full_graph: bool = False
-    select_best: bool = True
-    patience: int = limited("steps", 0)
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ConfigError("TrainConfig", "batch_size", self.batch_size, ">= 1")
-        for name in ("epochs", "patience"):
-            if getattr(self, name) < 0:
-                raise ConfigError("TrainConfig", name, getattr(self, name), ">= 0")
-        for name in ("lr", "weight_decay"):
-            value = getattr(self, name)
-            if not 0.0 <= value < float("inf"):
-                raise ConfigError("TrainConfig", name, value, "a finite number >= 0")
-
-    @property
-    def sample_fanouts(self) -> list[int]:
-        """Fanout per level as sampling uses it (0, every neighbour, in full-graph mode)."""
-        return [0] * self.model.depth if self.full_graph else list(self.model.fanouts)
-
-    def batches(self, train_idx: torch.Tensor, epoch: int) -> list[torch.Tensor]:
-        """The seed batches of ``epoch`` (one batch of all ids in full-graph mode)."""
-        size = max(1, len(train_idx)) if self.full_graph else self.batch_size
-        return epoch_batches(train_idx, size, self.model.seed, epoch)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

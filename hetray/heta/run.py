@@ -16,7 +16,7 @@ holders in this process, each on its own thread, meeting in an in-process collec
 a gloo ``ray.util.collective`` group. The driver and everything it computes are the same.
 
 Example:
-    >>> from hetray.heta.models import ModelConfig
+    >>> from hetray.heta.config import ModelConfig, RunConfig, TrainConfig
     >>> config = RunConfig(dataset="synthetic-mag:10000", num_partitions=2,
     ...                    train=TrainConfig(model=ModelConfig(hidden_dim=8, fanouts=(2,)),
     ...                                      batch_size=512, epochs=1))
@@ -35,134 +35,21 @@ from typing import Any, Protocol
 
 import torch
 
-from hetray.cluster.spec import LinkSpec
 from hetray.core.errors import ConfigError, PartitionHolderError
 from hetray.core.group import SHUTDOWN_PATIENCE_S, ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
 from hetray.graph.datasets import load_dataset
 from hetray.graph.hetero import HeteroGraph
-from hetray.heta.cache import CachePolicy, cache_comparison
+from hetray.heta.cache import cache_comparison
 from hetray.heta.collective import CollectiveHub
+from hetray.heta.config import HolderConfig, Mode, Progress, RunConfig
 from hetray.heta.driver import EpochReport, HetaDriver
-from hetray.heta.holder import HolderConfig, Mode, raf_plan, shared_owners
-from hetray.heta.raf import TrainConfig
+from hetray.heta.holder import raf_plan, shared_owners
 from hetray.heta.worker import HolderWorker
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Backend", "CacheConfig", "LinkConfig", "LocalBackend", "LocalHolderGroup", "Progress",
-           "RecoveryConfig", "RunConfig", "RunReport", "TrainConfig", "check_run", "run"]
-
-#: Bytes per MiB (``cache.budget_mb``).
-MIB = 2**20
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LinkConfig:
-    """The emulated network every cross-holder byte crosses (``alpha + bytes / beta``).
-
-    Attributes:
-        gbit_per_s: bandwidth ``beta`` in Gbit/s; 0 means no emulation (shared memory as is).
-        latency_us: per-message latency ``alpha`` in microseconds.
-    """
-
-    gbit_per_s: float = 0.0
-    latency_us: float = 50.0
-
-    def __post_init__(self) -> None:
-        for name in ("gbit_per_s", "latency_us"):
-            if getattr(self, name) < 0:
-                raise ConfigError("LinkConfig", name, getattr(self, name), ">= 0")
-
-    def spec(self) -> LinkSpec | None:
-        """The link, or None without emulation."""
-        if self.gbit_per_s == 0:
-            return None
-        return LinkSpec.from_gbit_per_s(self.latency_us / 1e6, self.gbit_per_s)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CacheConfig:
-    """Heta's heterogeneity-aware cache (:mod:`hetray.heta.cache`).
-
-    Attributes:
-        budget_mb: MiB per holder; vanilla caches remote input rows within it (0: no cache).
-        policy: which rows the vanilla cache holds (Heta's or type-agnostic).
-        compare: with a budget, also compare both policies offline (``RunReport.cache``).
-    """
-
-    budget_mb: float = 0.0
-    policy: CachePolicy = CachePolicy.HETERO
-    compare: bool = True
-
-    def __post_init__(self) -> None:
-        if self.budget_mb < 0:
-            raise ConfigError("CacheConfig", "budget_mb", self.budget_mb, ">= 0")
-
-    @property
-    def budget_bytes(self) -> int:
-        """The budget in bytes."""
-        return int(self.budget_mb * MIB)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecoveryConfig:
-    """Checkpoints and restarts of the holder group.
-
-    Attributes:
-        checkpoint_every: also checkpoint every this many steps (0: only at epoch starts).
-        max_restarts: group restarts from checkpoint before a holder failure is raised.
-    """
-
-    checkpoint_every: int = 0
-    max_restarts: int = 3
-
-    def __post_init__(self) -> None:
-        for name in ("checkpoint_every", "max_restarts"):
-            if getattr(self, name) < 0:
-                raise ConfigError("RecoveryConfig", name, getattr(self, name), ">= 0")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunConfig:
-    """One Heta run (``hetray train heta --print-config`` prints it as YAML).
-
-    Attributes:
-        dataset: ``synthetic-mag:EDGES[:SEED]``, a hetray Parquet dir, a MAGNN/PyG raw dir,
-            a ``heco_*`` dir or a ``dgl.save_graphs`` file
-            (:func:`~hetray.graph.datasets.load_dataset`, ``docs/datasets.md``).
-        mode: RAF (Heta) or vanilla (DistDGL-style).
-        num_partitions: ``K`` holders (RAF: at most the metatree's leaves, see
-            :func:`check_run`).
-        node_partition: vanilla's node assignment, ``"metis"`` or ``"random"``.
-        holder_cpus: CPUs each holder reserves (Ray backend).
-        train: model and training hyper-parameters.
-        link: emulated network between holders.
-        cache: vanilla's remote-row cache and the offline cache comparison.
-        recovery: checkpoints and restarts.
-    """
-
-    dataset: str = "synthetic-mag:100000"
-    mode: Mode = Mode.RAF
-    num_partitions: int = 2
-    node_partition: str = "metis"
-    holder_cpus: float = 1.0
-    train: TrainConfig = field(default_factory=TrainConfig)
-    link: LinkConfig = field(default_factory=LinkConfig)
-    cache: CacheConfig = field(default_factory=CacheConfig)
-    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
-
-    def __post_init__(self) -> None:
-        if self.holder_cpus <= 0:
-            raise ConfigError("RunConfig", "holder_cpus", self.holder_cpus, "> 0")
-        self.holder_config()  # checks partitions, node_partition and the cache
-
-    def holder_config(self) -> HolderConfig:
-        """What every holder of the run shares (vanilla only gets the cache budget)."""
-        cache_bytes = self.cache.budget_bytes if self.mode is Mode.VANILLA else 0
-        return HolderConfig(mode=self.mode, train=self.train, num_partitions=self.num_partitions,
-                            link=self.link.spec(), node_partition=self.node_partition,
-                            cache_bytes=cache_bytes, cache_policy=self.cache.policy)
+__all__ = ["Backend", "LocalBackend", "LocalHolderGroup", "RunReport", "check_run", "run"]
 
 
 class Backend(Protocol):
@@ -219,16 +106,6 @@ class LocalHolderGroup(LocalActorGroup[HolderWorker]):
         """Abort waiting collectives, then shut the holders down as the base group does."""
         self.hub.close("the holder group is shutting down")
         super().shutdown(patience_s)
-
-
-class Progress:
-    """Observes a run; override either method (this base observes nothing)."""
-
-    def on_step(self, done: int, total: int) -> None:
-        """Step ``done`` of ``total`` of the current epoch finished."""
-
-    def on_epoch(self, report: EpochReport) -> None:
-        """An epoch finished."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

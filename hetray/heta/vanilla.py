@@ -28,19 +28,14 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
+from hetray.core.native_output import captured_output
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import PROFILE_STEP_OFFSET, RowCache
 from hetray.heta.collective import Collective
+from hetray.heta.config import TrainConfig
 from hetray.heta.meta_partition import meta_partition
 from hetray.heta.models import MetatreeHGNN, StepContext, identity_reduce
-from hetray.heta.raf import (
-    StepStats,
-    TrainConfig,
-    input_specs,
-    make_optimizer,
-    root_view,
-    schema_stats,
-)
+from hetray.heta.raf import StepStats, input_specs, make_optimizer, root_view, schema_stats
 from hetray.heta.sampling import SampledTree, sample_tree
 
 logger = logging.getLogger(__name__)
@@ -66,7 +61,8 @@ def node_partition(hg: HeteroGraph, num_parts: int, *, method: str, seed: int,
     import dgl  # loaded only when METIS runs (importing Heta's configs stays DGL-free)
 
     homo = dgl.to_homogeneous(hg.graph)
-    assign = dgl.metis_partition_assignment(dgl.to_bidirected(homo), num_parts).long()
+    with captured_output(logger, "DGL's METIS partitioning"):  # its timing lines -> the log
+        assign = dgl.metis_partition_assignment(dgl.to_bidirected(homo), num_parts).long()
     ntype_ids = homo.ndata[dgl.NTYPE]
     return {t: assign[ntype_ids == i] for i, t in enumerate(hg.graph.ntypes)}
 

@@ -20,7 +20,8 @@ import torch
 from hetray.core.errors import PartitionHolderError
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.collective import Collective, CollectiveHub, LocalCollective
-from hetray.heta.holder import HolderConfig, HolderCore
+from hetray.heta.config import HolderConfig
+from hetray.heta.holder import HolderCore
 from hetray.heta.raf import StepStats
 
 logger = logging.getLogger(__name__)

@@ -63,16 +63,24 @@ Progress = Callable[[SearchResult], None]
 def resolve_cluster(name_or_path: str, source: str = _SOURCE) -> ClusterSpec:
     """Load a cluster spec by name (``cluster_configs/specs/<name>.yaml``) or path.
 
+    ``local`` is :func:`~hetray.planner.handoff.local_spec`: two one-CPU sites on this
+    machine, the cluster ``hetray train pipeline --cluster local`` runs on.
+
     Raises:
         ConfigError: no such spec (lists the names), or an invalid spec file.
     """
+    from hetray.planner.handoff import LOCAL_SPEC, local_spec
+
+    if name_or_path == LOCAL_SPEC:
+        return local_spec()
     path = Path(name_or_path)
     if not path.suffix:
         path = SPECS_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         names = sorted(p.stem for p in SPECS_DIR.glob("*.yaml"))
         raise ConfigError(source, "cluster", name_or_path,
-                          f"a spec name in {names} or the path of a spec YAML")
+                          f"'{LOCAL_SPEC}', a spec name in {names} or the path of a spec "
+                          "YAML")
     return load_cluster_spec(path)
 
 

@@ -8,10 +8,9 @@ import pytest
 from hetray.actors.heta import RayBackend
 
 from hetray.graph import synthetic_mag
+from hetray.heta.config import ConvKind, HolderConfig, Mode, TrainConfig
 from hetray.heta.driver import HetaDriver
-from hetray.heta.holder import HolderConfig, Mode, shared_owners
-from hetray.heta.models import ConvKind
-from hetray.heta.raf import TrainConfig
+from hetray.heta.holder import shared_owners
 from hetray.heta.worker import HolderWorker
 from tests.unit.heta.reference import (
     assert_same,

@@ -33,7 +33,7 @@ from hetray.core.config import config_to_yaml, load_config
 from hetray.core.limits import limit
 from hetray.experiments.grid import load_grid
 from hetray.experiments.registry import EXPERIMENTS
-from hetray.heta.run import RunConfig as HetaRunConfig
+from hetray.heta.config import RunConfig as HetaRunConfig
 from hetray.mspipe.config import RunConfig as MspipeRunConfig
 from hetray.pipeline.run import RunConfig as PipelineRunConfig
 from hetray.pipeline.schedules import Schedule

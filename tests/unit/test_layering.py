@@ -69,7 +69,10 @@ PACKAGE_DEPS = {
     "mspipe": BASE | {"graph", "temporal"},
     "pipeline": BASE | {"models"},
     "planner": BASE | {"pipeline"},
-    "experiments": BASE | {"graph", "heta", "models", "mspipe", "pipeline", "planner", "temporal"},
+    "theory": {"core"},
+    "incremental": {"core", "graph"},
+    "experiments": BASE | {"graph", "heta", "incremental", "models", "mspipe", "pipeline",
+                           "planner", "temporal", "theory"},
 }
 
 

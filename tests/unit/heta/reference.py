@@ -7,9 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from hetray.heta.collective import CollectiveHub, LocalCollective
-from hetray.heta.holder import HolderConfig, HolderCore, Mode
-from hetray.heta.models import ConvKind, ModelConfig
-from hetray.heta.raf import EVAL_STEP_OFFSET, StepStats, TrainConfig
+from hetray.heta.config import ConvKind, HolderConfig, Mode, ModelConfig, TrainConfig
+from hetray.heta.holder import HolderCore
+from hetray.heta.raf import EVAL_STEP_OFFSET, StepStats
 
 
 def exact_config(conv: ConvKind, **model) -> TrainConfig:

@@ -10,7 +10,6 @@ from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.core.errors import ConfigError
 from hetray.graph import synthetic_mag
 from hetray.heta.cache import (
-    CachePolicy,
     RowCache,
     TypeProfile,
     cache_comparison,
@@ -19,9 +18,9 @@ from hetray.heta.cache import (
     plan_hetero_cache,
     replay,
 )
-from hetray.heta.holder import HolderConfig, HolderCore, Mode
-from hetray.heta.models import ModelConfig
-from hetray.heta.raf import TrainConfig, epoch_batches
+from hetray.heta.config import CachePolicy, HolderConfig, Mode, ModelConfig, TrainConfig
+from hetray.heta.holder import HolderCore
+from hetray.heta.raf import epoch_batches
 
 
 def profiles():

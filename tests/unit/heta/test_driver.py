@@ -12,10 +12,10 @@ import pytest
 from hetray.core.config import config_to_yaml, load_config
 from hetray.core.errors import ConfigError, PartitionHolderError
 from hetray.graph import synthetic_mag
+from hetray.heta.config import ConvKind, HolderConfig, LinkConfig, Mode, RunConfig
 from hetray.heta.driver import HetaDriver
-from hetray.heta.holder import HolderConfig, Mode, shared_owners
-from hetray.heta.models import ConvKind
-from hetray.heta.run import LinkConfig, LocalBackend, RunConfig, run
+from hetray.heta.holder import shared_owners
+from hetray.heta.run import LocalBackend, run
 from hetray.heta.worker import HolderWorker
 from tests.unit.heta.reference import (
     accuracy,

@@ -112,9 +112,8 @@ def test_dgl_file_loads_the_same_graph(hg, tmp_path):
 
 
 def test_a_loaded_magnn_graph_trains(hg, tmp_path):
-    from hetray.heta.models import ModelConfig
-    from hetray.heta.raf import TrainConfig
-    from hetray.heta.run import RunConfig, run
+    from hetray.heta.config import ModelConfig, RunConfig, TrainConfig
+    from hetray.heta.run import run
 
     graph = load_magnn(write_magnn(hg, tmp_path / "dblp"))
     train = TrainConfig(model=ModelConfig(hidden_dim=8), full_graph=True, epochs=3)

@@ -14,11 +14,11 @@ import torch
 from hetray.core.errors import ConfigError
 from hetray.graph import load_heco, synthetic_mag
 from hetray.heta.collective import LocalCollective
-from hetray.heta.holder import HolderConfig, HolderCore, Mode
+from hetray.heta.config import ConvKind, HolderConfig, Mode, ModelConfig, RunConfig, TrainConfig
+from hetray.heta.holder import HolderCore
 from hetray.heta.meta_partition import meta_partition
-from hetray.heta.models import ConvKind, ModelConfig
-from hetray.heta.raf import TrainConfig, epoch_batches, schema_stats
-from hetray.heta.run import RunConfig, run
+from hetray.heta.raf import epoch_batches, schema_stats
+from hetray.heta.run import run
 from tests.unit.heta.reference import (
     assert_same,
     exact_config,

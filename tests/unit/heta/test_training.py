@@ -13,18 +13,11 @@ import pytest
 import torch
 
 from hetray.core.errors import ConfigError
+from hetray.heta.config import ConvKind, EmbeddingInit, ModelConfig, RunConfig, TrainConfig
 from hetray.heta.dgl_reference import DglRgcn, train_dgl_rgcn
 from hetray.heta.metrics import Evaluation, accuracy, confusion_matrix, macro_f1
-from hetray.heta.models import (
-    ConvKind,
-    EmbeddingInit,
-    InputSpec,
-    ModelConfig,
-    counter_dropout,
-    make_encoder,
-)
-from hetray.heta.raf import TrainConfig
-from hetray.heta.run import RunConfig, run
+from hetray.heta.models import InputSpec, counter_dropout, make_encoder
+from hetray.heta.run import run
 from tests.unit.heta.reference import tiny_dblp
 
 
