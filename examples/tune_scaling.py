@@ -18,6 +18,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 from hetray.actors.tune import run_sweep
 
 from hetray import runtime
@@ -37,6 +38,14 @@ def grid_for(name: str, grids: Path, *, smoke: bool, one_trial: bool) -> Grid:
     if one_trial:
         grid = replace(grid, params={k: v[:1] for k, v in grid.params.items()})
     return grid
+
+
+def summary(table: pd.DataFrame, name: str) -> pd.DataFrame:
+    """One row per trial: the swept parameters (those that vary), then the first metrics."""
+    params = [c for c in table.columns if c.startswith("config/")]
+    swept = [c for c in params if table[c].astype(str).nunique() > 1] or params[:2]
+    metrics = [m for m in EXPERIMENTS[name].metrics[:3] if m in table.columns]
+    return table[swept + metrics].rename(columns=lambda c: c.removeprefix("config/"))
 
 
 def main() -> None:
@@ -60,9 +69,9 @@ def main() -> None:
     for name in args.experiments.split(","):
         grid = grid_for(name, args.grids, smoke=args.smoke, one_trial=args.one_trial)
         outcome = run_sweep(grid, args.out, max_concurrent=args.max_concurrent, verbose=0)
-        metrics = [m for m in EXPERIMENTS[name].metrics[:3] if m in outcome.table.columns]
         print(f"{name}: {len(outcome.table)} trial(s), {outcome.num_errors} failed")
-        print(outcome.table[metrics].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(summary(outcome.table, name).to_string(index=False,
+                                                     float_format=lambda v: f"{v:.4g}"))
         if outcome.num_errors:
             raise SystemExit(f"{name}: {outcome.num_errors} trial(s) failed, "
                              f"see {outcome.sweep_dir}")

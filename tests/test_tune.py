@@ -25,6 +25,7 @@ from hetray.experiments.grid import load_grid, smoke_grid
 from hetray.experiments.registry import EXPERIMENTS
 from hetray.experiments.report import render_report
 from tests.conftest import REPO
+from tests.progress import assert_progress_before
 
 GRIDS = REPO / "examples" / "grids"
 
@@ -208,3 +209,14 @@ def test_resume_continues_an_interrupted_sweep(ray_shared, tmp_path):
     assert sorted(table["config/budget_evals"]) == [30, 400, 401]
     assert (table["training_iteration"] == 3).all()
     assert (done_dir / "result.json").read_text(encoding="utf-8") == lines_before
+
+
+def test_a_sweep_from_the_cli_shows_tune_progress_before_its_table(ray_shared, tmp_path):
+    """``hetray tune`` prints Tune's trial status while it runs, then the result table."""
+    grid = tmp_path / "one.yaml"
+    grid.write_text("experiment: planner\nparams: {model: gpt-1.3b, budget_evals: 16, "
+                    "num_rounds: 2}\nresources: {cpus: 1}\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["tune", "planner", "--grid", str(grid), "--out",
+                                      str(tmp_path / "sweeps")])
+    assert result.exit_code == 0, result.output
+    assert_progress_before(result.output, "Trial status:", "wrote ")
