@@ -111,7 +111,7 @@ def holder_cpus(config: Mapping[str, Any]) -> float:
 
 
 def _epoch_metrics(epoch: EpochReport) -> dict[str, float]:
-    return {"epoch": float(epoch.epoch), "epoch_time_s": epoch.epoch_time_s,
+    return {"epoch": float(epoch.epoch + 1), "epoch_time_s": epoch.epoch_time_s,
             "mb_sent": epoch.bytes_sent / 1e6, "loss": epoch.loss, "train_acc": epoch.train_acc}
 
 

@@ -130,7 +130,7 @@ def run_mspipe_trial(config: Mapping[str, Any], report: Reporter,
         while not driver.done:
             record = driver.step()
             test = driver.test()
-            report({"epoch": float(record.epoch - 1), "events_per_s": record.events_per_s,
+            report({"epoch": float(record.epoch), "events_per_s": record.events_per_s,
                     "loss": record.loss, "val_ap": record.val_ap, "test_ap": test.ap,
                     "mean_staleness": record.mean_staleness})
 
