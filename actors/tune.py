@@ -78,6 +78,7 @@ RAY_BACKENDS: dict[str, str] = {
     "heta": "hetray.actors.heta:RayBackend",
     "mspipe": "hetray.actors.mspipe:RayBackend",
     "theory": "hetray.actors.theory:RayBackend",
+    "incremental": "hetray.actors.incremental:RayBackend",
 }
 
 

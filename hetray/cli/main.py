@@ -29,6 +29,8 @@ F = TypeVar("F", bound=Callable[..., Any])
                  "train": ("hetray.cli.train:train", "Train a system on Ray actors."),
                  "tune": ("hetray.cli.tune:tune_command", "Sweep a system with Ray Tune."),
                  "report": ("hetray.cli.tune:report_command", "Plot sweeps and benchmarks."),
+                 "incremental": ("hetray.cli.incremental:incremental",
+                                 "Graph incremental learning under structural shift (SSRM)."),
                  "theory": ("hetray.cli.theory:theory_command", "SGD vs ridge excess risk."),
              })
 @click.option("--log-level", default="WARNING", show_default=True,
