@@ -83,7 +83,21 @@ def bundle_options(group: PlacementGroup, index: int) -> dict[str, object]:
     }
 
 
-def kill_actors(actors: Sequence[object]) -> None:
-    """Kill ``actors`` for good (no restart)."""
-    for actor in actors:
-        ray.kill(actor, no_restart=True)
+#: Seconds actors get to exit on their own before :func:`kill_actors` kills them.
+EXIT_PATIENCE_S = 5.0
+
+
+def kill_actors(actors: Sequence[object], patience_s: float = EXIT_PATIENCE_S) -> None:
+    """End ``actors`` for good (no restart): each exits on its own, the slow ones are killed.
+
+    A graceful exit (``__ray_terminate__``, queued after the actor's running calls) ends the
+    process without a signal; ``ray.kill`` sends SIGTERM, which Ray's worker turns into a
+    ``SystemExit`` that Python may print as "Exception ignored" when it lands inside
+    garbage collection. Actors still alive after ``patience_s`` (stuck in a call) are killed.
+    """
+    exits = [actor.__ray_terminate__.remote() for actor in actors]  # type: ignore[attr-defined]
+    done, _ = ray.wait(exits, num_returns=len(exits), timeout=patience_s)
+    ended = set(done)
+    for actor, exit_ref in zip(actors, exits, strict=True):
+        if exit_ref not in ended:
+            ray.kill(actor, no_restart=True)

@@ -230,9 +230,13 @@ def demo() -> DemoResult:
                        train=TrainConfig(model=ModelConfig(hidden_dim=32, fanouts=(5, 5)),
                                          batch_size=256, epochs=2))
     graph = load_dataset(config.dataset)
-    raf = run(config, RayBackend(), graph=graph)
-    vanilla = run(replace(config, mode=Mode.VANILLA, train=replace(config.train, epochs=1)),
-                  RayBackend(), graph=graph)
+    vanilla_config = replace(config, mode=Mode.VANILLA, train=replace(config.train, epochs=1))
+    reports = []
+    for part in (config, vanilla_config):
+        bar = _Bar(part)
+        with bar.bar:
+            reports.append(run(part, RayBackend(), bar, graph=graph))
+    raf, vanilla = reports
     click.echo(f"RAF R-GCN on 2 partition holders: test_acc {raf.test_acc:.3f} (chance 0.125), "
                f"{raf.mean_bytes_sent / 1e3:.0f} kB exchanged per epoch; vanilla mini-batch "
                f"training exchanges {vanilla.mean_bytes_sent / 1e3:.0f} kB")

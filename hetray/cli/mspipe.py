@@ -299,7 +299,8 @@ def demo() -> DemoResult:
                        pipeline=PipelineConfig(mode=PipelineMode.MSPIPE),
                        train=TrainConfig(epochs=3, batch_size=200, lr=3e-3),
                        store=StoreConfig(num_shards=2, checkpointing=False))
-    report = run(config, RayBackend())
+    with _bars() as bars:
+        report = run(config, RayBackend(), progress=bars)
     _print(config, report)
     return DemoResult(system="mspipe", measure="TGN test AP (link prediction)",
                       ours=report.test.ap, baseline="chance", baseline_value=0.5)

@@ -176,7 +176,6 @@ def demo() -> DemoResult:
 
     The benchmark's shape (``benchmarks/pipeline.py``): 2 sites, m = 16 micro-batches of 4.
     """
-    from hetray.actors.pipeline import RayBackend
     from hetray.planner import handoff
 
     model = GPTConfig(num_layers=4, hidden=64, heads=4, seq_len=64, vocab=256, ffn=256)
@@ -187,7 +186,7 @@ def demo() -> DemoResult:
     for schedule in (Schedule.VIRTUAL_1F1B, Schedule.ONE_F_ONE_B):
         plan = handoff.default_plan(spec, model.num_layers, schedule=schedule,
                                     num_microbatches=16, microbatch_size=4)
-        out = run(handoff.pipeline_config(plan, spec, base), RayBackend()).to_dict()
+        out = _train(handoff.pipeline_config(plan, spec, base)).to_dict()
         _print(out)
         tokens_per_s[schedule] = out["tokens_per_s"]
     return DemoResult(system="pipeline", measure="tokens/s over a 20 ms link",
