@@ -70,6 +70,7 @@ import torch
 from hetray.actors.mspipe import RayBackend
 
 from hetray import runtime
+from hetray.core.phases import phase
 from hetray.mspipe import config as mspipe_config
 from hetray.mspipe.config import DataConfig, ModelChoice, RunConfig, StoreConfig, TrainConfig
 from hetray.mspipe.fit import build_model, memory_config
@@ -94,8 +95,6 @@ REFERENCE = {
               "Library' (DyGLib), NeurIPS 2023, arXiv 2303.13047, Table 3: transductive AP with "
               "random negative sampling, UCI (= CollegeMsg), TGN 92.34 +- 1.04",
 }
-
-
 #: The keys of a run's summary in the JSON (a subset of ``RunReport.to_dict()``);
 #: ``evaluation`` names the protocol that produced its AP / AUC (``hetray`` or ``tgn``).
 SUMMARY_KEYS = ("evaluation", "val", "test", "test_inductive", "train_events_per_s",
@@ -356,8 +355,9 @@ def main() -> None:
     streams = datasets(args.synthetic_events)
     headline = streams.get(HEADLINE[0], next(iter(streams.values())))
     headline_stream = mspipe_config.load_dataset(headline)
-    threads = probe_threads(headline_stream, ModelKind.TGN)
-    threads["call_cost"] = probe_call_cost(headline_stream, ModelKind.TGN)
+    with phase("probes: trainer threads and the cost of a Ray call"):
+        threads = probe_threads(headline_stream, ModelKind.TGN)
+        threads["call_cost"] = probe_call_cost(headline_stream, ModelKind.TGN)
     grid = run_grid(args, streams, threads["torch_threads"])
     headline = grid.get(HEADLINE[0], next(iter(grid.values()))).get(HEADLINE[1], {})
     keys = ("speedup", "ideal_speedup", "fraction_of_ideal", "events_per_s_sequential",

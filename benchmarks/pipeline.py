@@ -46,6 +46,7 @@ import json
 import logging
 import os
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,6 +248,8 @@ def run_all(link: LinkSpec, args: argparse.Namespace) -> dict[bool, dict[Schedul
             if schedule is Schedule.INTERLEAVED:
                 extra = sized_extra_warmup(drivers[schedule], link, args)
         for step in range(args.warmup_steps + args.steps):
+            print(f"[phase] step {step + 1}/{args.warmup_steps + args.steps} of every schedule, "
+                  "link on and off", file=sys.stderr, flush=True)
             for schedule, driver in drivers.items():
                 for link_on in (True, False):
                     sample = timed_step(driver, link if link_on else None, step)

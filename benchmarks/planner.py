@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hetray.core.phases import phase
 from hetray.planner.profile import ProfileConfig, run_profile
 from hetray.planner.rf_model import fit_with_holdout
 from hetray.planner.run import PlanDriver, RunConfig, open_driver
@@ -123,9 +124,13 @@ def main() -> None:
     large_models = ["llama2-13b", "gpt-13b", "llama2-70b"]
     if args.quick:
         small_models, large_models = small_models[:1], large_models[:1]
-    results = {"costmodel": costmodel_case(repeats=5),
-               "small": small_case(small_models, batch=128),
-               "large": large_case(large_models, batch=512, budget_s=args.large_budget_s)}
+    results = {}
+    with phase("cost model: analytical vs RF-corrected MAPE"):
+        results["costmodel"] = costmodel_case(repeats=5)
+    with phase(f"small case: MCTS vs exhaustive search ({', '.join(small_models)})"):
+        results["small"] = small_case(small_models, batch=128)
+    with phase(f"large case: MCTS vs baselines on 736 devices ({', '.join(large_models)})"):
+        results["large"] = large_case(large_models, batch=512, budget_s=args.large_budget_s)
     results["total_s"] = round(time.perf_counter() - start, 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2), encoding="utf-8")
