@@ -142,9 +142,7 @@ def run_command(ctx: click.Context, config_file: Path | None, print_config: bool
     connect(address, ship_project)
     from hetray.actors.incremental import RayBackend
 
-    bar = Bar(f"{config.method.kind.value} on {graph.name}", total=stream.num_tasks,
-              unit="task")
-    report = run(config, RayBackend(), graph=graph)
-    bar.update(stream.num_tasks)
-    bar.close()
+    with Bar(f"{config.method.kind.value} on {graph.name}", total=stream.num_tasks,
+             unit="task") as bar:
+        report = run(config, RayBackend(), graph=graph, on_task=lambda _task: bar.update(1))
     _print(report, out, plot)

@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -170,15 +170,21 @@ class IncrementalDriver:
         self.task += 1
         return out
 
-    def run(self) -> list[list[TaskResult]]:
-        """Step until done; each learner's results in task order."""
+    def run(self, on_task: Callable[[int], None] | None = None) -> list[list[TaskResult]]:
+        """Step until done; each learner's results in task order.
+
+        ``on_task(t)`` observes that task ``t`` finished on every learner.
+        """
         while not self.done:
             self.step()
+            if on_task is not None:
+                on_task(self.task - 1)
         return self.results
 
 
 def run_many(configs: Sequence[RunConfig], backend: Backend | None = None, *,
-             graph: NodeGraph | None = None, num_workers: int = 1) -> list[RunReport]:
+             graph: NodeGraph | None = None, num_workers: int = 1,
+             on_task: Callable[[int], None] | None = None) -> list[RunReport]:
     """Run ``configs`` on ``num_workers`` learners, ``num_workers`` runs at a time.
 
     Args:
@@ -186,6 +192,7 @@ def run_many(configs: Sequence[RunConfig], backend: Backend | None = None, *,
         backend: where the learners run (None: :class:`LocalBackend`).
         graph: the graph (None: :func:`load_graph` of the first config).
         num_workers: learners started once and reused, one run each per wave.
+        on_task: observes each finished task ``t`` of each wave (progress display).
 
     Raises:
         ConfigError: an impossible task split, or streams of different lengths in a wave.
@@ -204,13 +211,14 @@ def run_many(configs: Sequence[RunConfig], backend: Backend | None = None, *,
             wave = configs[first:first + width]
             if len(wave) < width:
                 wave = [*wave, *configs[:width - len(wave)]]  # idle slots rerun a config
-            results += IncrementalDriver(group, wave).run()[:len(configs) - first]
+            results += IncrementalDriver(group, wave).run(on_task)[:len(configs) - first]
     finally:
         group.shutdown()
     return [build_report(graph.name, c, r) for c, r in zip(configs, results, strict=True)]
 
 
 def run(config: RunConfig, backend: Backend | None = None, *,
-        graph: NodeGraph | None = None) -> RunReport:
+        graph: NodeGraph | None = None,
+        on_task: Callable[[int], None] | None = None) -> RunReport:
     """One run (see :func:`run_many`)."""
-    return run_many([config], backend, graph=graph)[0]
+    return run_many([config], backend, graph=graph, on_task=on_task)[0]

@@ -6,6 +6,7 @@ import numpy as np
 from click.testing import CliRunner
 
 from hetray.cli.main import cli
+from tests.progress import assert_progress_before
 
 
 def _invoke(*args: str):
@@ -41,3 +42,10 @@ def test_malformed_npz_is_a_usage_error_naming_file_and_member(tmp_path):
     assert result.exit_code == 2
     assert str(bad) in result.output
     assert "adj_data" in result.output
+
+
+def test_a_run_shows_each_task_before_the_result(ray_shared):
+    result = _invoke("--dataset", "synthetic", "--method", "finetune", "--epochs", "2",
+                     "--hidden-dim", "8", "--learner-cpus", "0.5")
+    assert result.exit_code == 0, result.output
+    assert_progress_before(result.output, "finetune on ", "AF")

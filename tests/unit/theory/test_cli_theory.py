@@ -7,6 +7,7 @@ import json
 from click.testing import CliRunner
 
 from hetray.cli.main import cli
+from tests.progress import assert_progress_before
 
 SMALL = ["--families", "regular", "--sample-sizes", "20,40", "--depths", "1",
          "--alignments", "isotropic", "--num-nodes", "20", "--mean-degree", "4",
@@ -51,3 +52,9 @@ def test_local_run_writes_results_and_figures(tmp_path):
     assert len(data["results"]) == 4
     assert (tmp_path / "cells.parquet").is_file()
     assert (tmp_path / "theory_risk_vs_samples.png").is_file()
+
+
+def test_a_run_shows_its_cells_before_the_result():
+    result = CliRunner().invoke(cli, ["theory", *SMALL, "--local"])
+    assert result.exit_code == 0, result.output
+    assert_progress_before(result.output, "theory cells", "Spearman")
