@@ -33,6 +33,7 @@ from hetray.pipeline.schedules import Schedule
 from hetray.planner.handoff import default_plan, local_spec
 from hetray.planner.plan import plan_to_json
 from tests.conftest import REPO
+from tests.payload import Payload
 
 SPEC = (REPO / "cluster_configs/specs/two-cluster-16.yaml").read_text(encoding="utf-8")
 #: Most bytes Python may allocate while one case runs.
@@ -193,19 +194,9 @@ def run_capturing(argv: list[str]) -> tuple[float, int, int, str, str]:
     return time.perf_counter() - began, rss, process.returncode, stdout, stderr
 
 
-class _Payload:
-    """Unpickling this runs ``exec`` of code that creates ``marker``."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        return exec, (f"open({str(self.marker)!r}, 'w').close()",)
-
-
 def _tgl_payload(root: Path) -> Path:
     (root / "edges.csv").write_text(",src,dst,time,ext_roll\n0,0,1,1,0\n1,1,2,2,0\n")
-    torch.save({"feat": _Payload(root / "PWNED")}, root / "edge_features.pt")
+    torch.save({"feat": Payload(root / "PWNED")}, root / "edge_features.pt")
     return root / "edges.csv"
 
 

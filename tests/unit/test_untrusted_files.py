@@ -20,16 +20,7 @@ from hetray.core.untrusted import check_pickle_globals, load_tensor_file
 from hetray.graph import read_parquet, synthetic_mag, write_parquet
 from hetray.graph.heco import load_heco
 from hetray.temporal.loaders import load_events
-
-
-class Payload:
-    """Unpickling this runs ``exec`` of code that creates ``marker``."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple[object, tuple[str]]:
-        return exec, (f"open({str(self.marker)!r}, 'w').close()",)
+from tests.payload import Payload
 
 
 def _marker(tmp_path: Path) -> Path:
