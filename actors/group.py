@@ -220,8 +220,11 @@ class RayActorGroup(BlockingCalls[W]):
         raise ActorTimeoutError(self.worker_cls.__name__, [index], STARTUP_TIMEOUT_S)
 
     def restart(self) -> None:
-        """Kill every worker and start the next generation in the same bundles."""
-        kill_actors(self.actors)
+        """Kill every worker and start the next generation in the same bundles.
+
+        No graceful exit first: a survivor of a failed step may be blocked on a dead peer.
+        """
+        kill_actors(self.actors, patience_s=0.0)
         self.generation += 1
         self.actors = [self._start_one(i) for i in range(self._num)]
         self._await_ping(list(range(self._num)))

@@ -10,8 +10,11 @@ yet.
 :class:`RayHolderWorker` differs from the core worker only in how it opens its collective;
 :class:`RayBackend` starts ``K`` of them through :func:`hetray.actors.group.create_group`,
 one placement-group bundle per holder (SPREAD: one holder per node where the cluster has
-several). Everything else (steps, checkpoints, restarts) is the core driver's
-(:class:`hetray.heta.driver.HetaDriver`), the same as in-process.
+several). Inside a Ray Tune trial (:func:`trial_backend`) the holders reserve nothing of
+their own: holder ``k`` runs in bundle ``k + 1`` of the trial's placement group, which the
+``heta`` experiment sizes (``ExperimentSpec.extra_bundles``). Everything else (steps,
+checkpoints, restarts) is the core driver's (:class:`hetray.heta.driver.HetaDriver`), the
+same as in-process.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import logging
 import ray
 import torch
 from hetray.actors.group import GroupPlacement, create_group
+from hetray.actors.placement import bundle_options
 from ray.util import collective
+from ray.util.placement_group import PlacementGroup, get_current_placement_group
 
-from hetray.core.errors import PartitionHolderError
+from hetray.core.errors import ConfigError, PartitionHolderError
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.collective import Collective
@@ -72,16 +77,29 @@ def remote_options(num_cpus: float) -> dict[str, object]:
 
 
 class RayBackend:
-    """:class:`hetray.heta.run.Backend` on Ray: each holder an actor in its own bundle."""
+    """:class:`hetray.heta.run.Backend` on Ray: each holder an actor in its own bundle.
+
+    Args:
+        placement_group: a placed group whose bundles ``first_bundle ..`` hold the holders
+            (a Tune trial's); None: the holders reserve a SPREAD group of their own.
+        first_bundle: the bundle of holder 0 in ``placement_group``.
+    """
+
+    def __init__(self, placement_group: PlacementGroup | None = None,
+                 first_bundle: int = 1) -> None:
+        self.placement_group = placement_group
+        self.first_bundle = first_bundle
 
     def holders(self, hg: HeteroGraph, config: HolderConfig,
                 owners: dict[str, torch.Tensor] | None, *,
                 holder_cpus: float) -> ActorGroup[HolderWorker]:
-        """Reserve ``K`` bundles of ``holder_cpus`` (SPREAD) and start a holder in each.
+        """Start a holder per bundle: ``K`` of ``holder_cpus`` (SPREAD), or the given group's.
 
         The graph and the node partition are put in the object store once and shared.
 
         Raises:
+            ConfigError: the given placement group has fewer than ``first_bundle + K``
+                bundles.
             PlacementTimeoutError: the bundles were not placed in time.
             ActorStartupError: a holder did not start.
         """
@@ -89,7 +107,28 @@ class RayBackend:
         threads = max(1, int(holder_cpus))
         inits = [WorkerInit.of(graph_ref, config, k, owners_ref, threads)
                  for k in range(config.num_partitions)]
-        placement = GroupPlacement(bundles=({"CPU": holder_cpus},) * config.num_partitions,
-                                   strategy="SPREAD", options=remote_options(holder_cpus))
-        return create_group(RayHolderWorker, inits, placement=placement,
+        return create_group(RayHolderWorker, inits,
+                            placement=self._placement(config.num_partitions, holder_cpus),
                             on_failure=PartitionHolderError, role="heta/holder")
+
+    def _placement(self, num_holders: int, holder_cpus: float) -> GroupPlacement:
+        options = remote_options(holder_cpus)
+        group = self.placement_group
+        if group is None:
+            return GroupPlacement(bundles=({"CPU": holder_cpus},) * num_holders,
+                                  strategy="SPREAD", options=options)
+        if group.bundle_count < self.first_bundle + num_holders:
+            raise ConfigError("heta trial", "num_partitions", num_holders,
+                              f"at most {group.bundle_count - self.first_bundle} holders "
+                              "(the bundles of the trial's placement group)")
+        return GroupPlacement(options=tuple(
+            {**options, **bundle_options(group, self.first_bundle + k)}
+            for k in range(num_holders)))
+
+
+def trial_backend() -> RayBackend:
+    """The backend of a Tune trial: holders in bundles ``1..K`` of the trial's group.
+
+    Outside a placement group (a plain driver) the holders reserve their own.
+    """
+    return RayBackend(get_current_placement_group())

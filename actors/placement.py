@@ -84,7 +84,7 @@ def bundle_options(group: PlacementGroup, index: int) -> dict[str, object]:
 
 
 #: Seconds actors get to exit on their own before :func:`kill_actors` kills them.
-EXIT_PATIENCE_S = 5.0
+EXIT_PATIENCE_S = 2.0
 
 
 def kill_actors(actors: Sequence[object], patience_s: float = EXIT_PATIENCE_S) -> None:

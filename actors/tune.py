@@ -1,32 +1,42 @@
 """Ray Tune wrappers of the scaling experiments: trainables, per-trial resources, Tuner.
 
 The experiments themselves are pure functions in :mod:`hetray.experiments` over each
-system's run API; this module only binds them to ``ray.tune.report`` and the system's Ray
+system's run API; this module only binds them to Tune (:class:`TuneSession`: ``tune.report``
+with a ``tune.Checkpoint``, restored from ``tune.get_checkpoint()``) and the system's Ray
 backend (:data:`RAY_BACKENDS`), and sizes trials from what each experiment declares it
 reserves (``ExperimentSpec.extra_bundles`` and ``own_cpus``):
 
-==========  =================================================================  ==========
-experiment  trial bundles (``tune.PlacementGroupFactory``)                     extra
-==========  =================================================================  ==========
-planner     ``[{CPU: cpus}]``, plus ``{CPU: workers + 0.5}`` for ``workers``   --
-            > 0: the search workers and the cost-model server run in it
-pipeline    ``[{CPU: cpus}]`` (stages are threads of the trial process)        --
-heta        ``[{CPU: cpus}]``                                                  K holders
-mspipe      ``[{CPU: cpus}]``, plus ``{CPU: (2 + shards) actor_cpus}`` for     --
-            mspipe mode: the sampler, fetcher and store shards run in it
-==========  =================================================================  ==========
+===========  ================================================================  =========
+experiment   trial bundles (``tune.PlacementGroupFactory``)                    own PG
+===========  ================================================================  =========
+planner      ``[{CPU: cpus}]``, plus ``{CPU: workers + 0.5}`` for ``workers``  --
+             > 0: the search workers and the cost-model server run in it
+pipeline     ``[{CPU: cpus}]`` (stages are threads of the trial process)       --
+heta         ``[{CPU: cpus}]`` plus ``K`` bundles ``{CPU: holder_cpus}``,      --
+             SPREAD: holder ``k`` runs in bundle ``k + 1``
+mspipe       ``[{CPU: cpus}]``, plus ``{CPU: (2 + shards) actor_cpus}`` for    --
+             mspipe mode: the sampler, fetcher and store shards run in it
+theory       ``[{CPU: cpus}]``                                                 1 worker
+incremental  ``[{CPU: cpus}]``                                                 1 learner
+===========  ================================================================  =========
 
 ``cpus`` and ``accel`` come from the grid's ``resources`` section (``accel: A100`` adds
 one A100 to the first bundle, as ``accel:A100`` or Ray's ``GPU`` + ``accelerator_type:*``,
-whichever the cluster's nodes advertise). Heta's partition holders reserve their own
-placement group of ``K`` bundles of ``holder_cpus`` when the trial starts (the holder group
-creates it, one bundle per partition), so :func:`trial_cpus` counts them and
-:func:`default_max_concurrent` keeps concurrent trials within the cluster's CPUs.
+whichever the cluster's nodes advertise). Tune starts a trial only when its whole group
+fits, so trials whose actors live in their bundles never wait for each other. Theory's and
+incremental's workers still reserve a placement group of their own (the last column), which
+Tune does not see: only for grids with such trials :func:`default_max_concurrent` keeps
+concurrent trials within the cluster's CPUs.
+
+Fault tolerance: every report of a trial that can resume carries its state as a
+``tune.Checkpoint`` (:mod:`hetray.experiments.session`); a trial whose process dies is
+retried up to ``max_failures`` times (``tune.FailureConfig``) from its latest checkpoint and
+continues with the next iteration (Tune's ``training_iteration`` continues too).
 
 A sweep directory ``<out>/<experiment>/`` holds Tune's experiment state (for
-:func:`restore_tuner`), one directory per trial, ``sweep.json`` (the grid and settings),
-``results.parquet`` (one row per trial: config and last metrics) and ``history.parquet``
-(every report of every trial).
+:func:`restore_tuner`), one directory per trial (with its ``checkpoint_*`` directories),
+``sweep.json`` (the grid and settings), ``results.parquet`` (one row per trial: config and
+last metrics) and ``history.parquet`` (every report of every trial).
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from importlib import import_module
@@ -49,8 +60,14 @@ from hetray.accel.resources import device_request
 from hetray.experiments.files import HISTORY_FILE, RESULTS_FILE, SWEEP_FILE
 from hetray.experiments.grid import Grid, TrialResources
 from hetray.experiments.registry import experiment_spec
+from hetray.experiments.session import TrialState, read_state, write_state
 
 logger = logging.getLogger(__name__)
+
+#: Retries of a failed trial (``tune.FailureConfig.max_failures``), each from its checkpoint.
+DEFAULT_MAX_FAILURES = 2
+#: Checkpoints Tune keeps per trial (the newest ones; a resume needs only the last).
+CHECKPOINTS_KEPT = 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,7 +92,7 @@ class SweepOutcome:
 RAY_BACKENDS: dict[str, str] = {
     "planner": "hetray.actors.planner:RayBackend",
     "pipeline": "hetray.actors.pipeline:RayBackend",
-    "heta": "hetray.actors.heta:RayBackend",
+    "heta": "hetray.actors.heta:trial_backend",
     "mspipe": "hetray.actors.mspipe:RayBackend",
     "theory": "hetray.actors.theory:RayBackend",
     "incremental": "hetray.actors.incremental:RayBackend",
@@ -88,11 +105,44 @@ def ray_backend(experiment: str) -> Any:
     return getattr(import_module(module), attribute)()
 
 
+class TuneSession:
+    """:class:`hetray.experiments.session.Session` of a Tune trial.
+
+    A report with a state saves it as the report's ``tune.Checkpoint`` (Tune copies the
+    directory to the trial's storage before ``tune.report`` returns); :meth:`restored`
+    reads the trial's latest checkpoint (``tune.get_checkpoint()``) once.
+    """
+
+    def __init__(self) -> None:
+        self._restored: TrialState | None = None
+        self._read = False
+
+    def report(self, metrics: dict[str, float], state: TrialState | None = None) -> None:
+        """``tune.report(metrics)``, with ``state`` as its checkpoint when given."""
+        if state is None:
+            tune.report(metrics)
+            return
+        with tempfile.TemporaryDirectory(prefix="hetray-trial-state-") as directory:
+            write_state(state, Path(directory))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
+
+    def restored(self) -> TrialState | None:
+        """The state of the trial's latest checkpoint (None: it has none)."""
+        if not self._read:
+            self._read = True
+            checkpoint = tune.get_checkpoint()
+            if checkpoint is not None:
+                with checkpoint.as_directory() as directory:
+                    self._restored = read_state(Path(directory))
+                logger.info("trial resumes after iteration %d", self._restored.iteration)
+        return self._restored
+
+
 def trainable(experiment: str) -> Callable[[dict[str, Any]], None]:
     """The Tune function trainable of ``experiment``: its trial function on the Ray backend."""
 
     def run_trial(config: dict[str, Any]) -> None:
-        experiment_spec(experiment).run_trial(config, tune.report, ray_backend(experiment))
+        experiment_spec(experiment).run_trial(config, TuneSession(), ray_backend(experiment))
 
     run_trial.__name__ = run_trial.__qualname__ = f"{experiment}_trainable"
     return run_trial
@@ -104,7 +154,9 @@ def trial_resources(experiment: str, config: dict[str, Any],
     head: dict[str, float] = {"CPU": resources.cpus}
     if resources.accel:
         head.update(device_request(resources.accel, 1.0, node_resources()))
-    return tune.PlacementGroupFactory([head, *experiment_spec(experiment).extra_bundles(config)])
+    spec = experiment_spec(experiment)
+    return tune.PlacementGroupFactory([head, *spec.extra_bundles(config)],
+                                      strategy=spec.strategy)
 
 
 def trial_cpus(experiment: str, config: dict[str, Any], resources: TrialResources) -> float:
@@ -122,9 +174,16 @@ def grid_configs(grid: Grid) -> list[dict[str, Any]]:
     return configs
 
 
-def default_max_concurrent(grid: Grid, cluster_cpus: float) -> int:
-    """Concurrent trials such that the largest trial times this fits the cluster's CPUs."""
-    largest = max(trial_cpus(grid.experiment, c, grid.resources) for c in grid_configs(grid))
+def default_max_concurrent(grid: Grid, cluster_cpus: float) -> int | None:
+    """Concurrent trials when the grid's actors reserve placement groups Tune does not see.
+
+    None (Tune fits trials by their bundles) when every trial's actors run in its bundles;
+    else the most trials such that the largest one times this fits the cluster's CPUs.
+    """
+    spec, configs = experiment_spec(grid.experiment), grid_configs(grid)
+    if not any(spec.own_cpus(c) for c in configs):
+        return None
+    largest = max(trial_cpus(grid.experiment, c, grid.resources) for c in configs)
     return max(1, math.floor(cluster_cpus / largest))
 
 
@@ -134,31 +193,34 @@ def _trainable(grid: Grid) -> Any:
         resources=lambda config: trial_resources(grid.experiment, config, grid.resources))
 
 
-def build_tuner(grid: Grid, *, out_dir: Path, num_samples: int, max_concurrent: int,
-                verbose: int = 1) -> tune.Tuner:
+def build_tuner(grid: Grid, *, out_dir: Path, num_samples: int, max_concurrent: int | None,
+                verbose: int = 1, max_failures: int = DEFAULT_MAX_FAILURES) -> tune.Tuner:
     """A Tuner for ``grid`` writing to ``out_dir/<experiment>``; records ``sweep.json``.
 
     Args:
         grid: the validated sweep.
         out_dir: parent directory of sweeps (created if missing).
         num_samples: repeats of the whole grid.
-        max_concurrent: trials running at once.
+        max_concurrent: trials running at once (None: as many as the cluster fits).
         verbose: Tune's console verbosity (0 silent .. 2 every result).
+        max_failures: retries of a failed trial, each from its latest checkpoint.
     """
     sweep_dir = Path(out_dir).resolve() / grid.experiment
     sweep_dir.mkdir(parents=True, exist_ok=True)
     record = {"experiment": grid.experiment, "params": grid.params,
               "resources": asdict(grid.resources), "source": grid.source,
               "num_samples": num_samples, "max_concurrent": max_concurrent,
-              "smoke": grid.smoke}
+              "max_failures": max_failures, "smoke": grid.smoke}
     (sweep_dir / SWEEP_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
     space = {k: tune.grid_search(v) if len(v) > 1 else v[0] for k, v in grid.params.items()}
     return tune.Tuner(
         _trainable(grid), param_space=space,
         tune_config=tune.TuneConfig(num_samples=num_samples,
                                     max_concurrent_trials=max_concurrent),
-        run_config=tune.RunConfig(name=grid.experiment, storage_path=str(sweep_dir.parent),
-                                  verbose=verbose))
+        run_config=tune.RunConfig(
+            name=grid.experiment, storage_path=str(sweep_dir.parent), verbose=verbose,
+            failure_config=tune.FailureConfig(max_failures=max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=CHECKPOINTS_KEPT)))
 
 
 def saved_grid(sweep_dir: Path) -> Grid:
@@ -170,7 +232,11 @@ def saved_grid(sweep_dir: Path) -> Grid:
 
 
 def restore_tuner(sweep_dir: Path) -> tune.Tuner:
-    """Continue an interrupted sweep: finished trials keep their results, the rest rerun."""
+    """Continue an interrupted sweep; unfinished trials resume from their checkpoints.
+
+    Finished trials keep their results; the others continue after their latest checkpoint
+    (or start again where they have none).
+    """
     sweep_dir = Path(sweep_dir).resolve()
     return tune.Tuner.restore(str(sweep_dir), trainable=_trainable(saved_grid(sweep_dir)),
                               resume_unfinished=True, resume_errored=True)
@@ -202,20 +268,23 @@ def cluster_cpus() -> float:
 
 
 def run_sweep(grid: Grid, out_dir: Path, *, num_samples: int = 1,
-              max_concurrent: int | None = None, verbose: int = 1) -> SweepOutcome:
+              max_concurrent: int | None = None, verbose: int = 1,
+              max_failures: int = DEFAULT_MAX_FAILURES) -> SweepOutcome:
     """Run a whole sweep on the connected Ray and write its Parquet tables.
 
     Args:
         grid: the validated sweep.
         out_dir: parent directory of sweeps; the sweep lands in ``out_dir/<experiment>``.
         num_samples: repeats of the grid.
-        max_concurrent: trials at once; None fits the largest trial into the cluster's CPUs.
+        max_concurrent: trials at once; None: :func:`default_max_concurrent`.
         verbose: Tune's console verbosity.
+        max_failures: retries of a failed trial, each from its latest checkpoint.
     """
     if max_concurrent is None:
         max_concurrent = default_max_concurrent(grid, cluster_cpus())
     tuner = build_tuner(grid, out_dir=out_dir, num_samples=num_samples,
-                        max_concurrent=max_concurrent, verbose=verbose)
+                        max_concurrent=max_concurrent, verbose=verbose,
+                        max_failures=max_failures)
     return _finish(tuner, Path(out_dir).resolve() / grid.experiment)
 
 

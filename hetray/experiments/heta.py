@@ -22,8 +22,14 @@ The last report adds ``test_acc``, ``val_acc``, ``test_f1`` (macro-F1) and ``lin
 of best validation accuracy (``TrainConfig.select_best``).
 
 One trial is one :func:`hetray.heta.run.run` on the trial's backend: under Ray Tune
-``hetray.actors.heta.RayBackend`` (holder actors in a placement group of their own, which
-:attr:`SPEC`'s ``own_cpus`` counts), in a notebook ``None`` (holders as threads).
+``hetray.actors.heta.trial_backend()`` (holder ``k`` in bundle ``k + 1`` of the trial's own
+placement group, whose ``K`` holder bundles :func:`holder_bundles` declares; SPREAD), in a
+notebook ``None`` (holders as threads).
+
+Resume: none mid-way. The holders' parameters and Adam state live in the holder actors and
+their checkpoints in the run's own directory (:func:`hetray.heta.run.run`), so a trial
+whose process dies is started again from epoch 1 by Tune (``FailureConfig``), its
+``training_iteration`` counting from 1 again.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hetray.experiments.params import ParamSpec, trial_config
-from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
+from hetray.experiments.session import Reporter, Session, session_of
+from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec
 from hetray.heta.config import LinkConfig, Mode, ModelConfig, Progress, RunConfig, TrainConfig
 
 if TYPE_CHECKING:  # torch and DGL load in a trial, not when a grid is checked
@@ -104,10 +111,10 @@ class HetaTrial:
             link=LinkConfig(gbit_per_s=self.link_gbps, latency_us=self.link_latency_us))
 
 
-def holder_cpus(config: Mapping[str, Any]) -> float:
-    """CPUs the trial's holders reserve in their own placement group (``K * holder_cpus``)."""
+def holder_bundles(config: Mapping[str, Any]) -> list[dict[str, float]]:
+    """The trial's bundles for its holders: ``K`` of ``{CPU: holder_cpus}``."""
     trial = trial_config(HetaTrial, config, PARAMS, "heta trial")
-    return trial.num_partitions * trial.holder_cpus
+    return [{"CPU": trial.holder_cpus} for _ in range(trial.num_partitions)]
 
 
 def _epoch_metrics(epoch: EpochReport) -> dict[str, float]:
@@ -118,17 +125,17 @@ def _epoch_metrics(epoch: EpochReport) -> dict[str, float]:
 class _DelayedReports(Progress):
     """Reports each epoch when the next one ends: the trial reports the last with the finals."""
 
-    def __init__(self, report: Reporter) -> None:
-        self.report = report
+    def __init__(self, session: Session) -> None:
+        self.session = session
         self.last: EpochReport | None = None
 
     def on_epoch(self, report: EpochReport) -> None:
         if self.last is not None:
-            self.report(_epoch_metrics(self.last))
+            self.session.report(_epoch_metrics(self.last))
         self.last = report
 
 
-def run_heta_trial(config: Mapping[str, Any], report: Reporter,
+def run_heta_trial(config: Mapping[str, Any], report: Reporter | Session,
                    backend: Backend | None) -> None:
     """Train one configuration; report every epoch, accuracies with the last one.
 
@@ -143,10 +150,11 @@ def run_heta_trial(config: Mapping[str, Any], report: Reporter,
     trial = trial_config(HetaTrial, config, PARAMS, "heta trial")
     from hetray.heta.run import run
 
-    result = run(trial.run_config(), backend, _DelayedReports(report))
-    report({**_epoch_metrics(result.epochs[-1]), "test_acc": result.test_acc,
-            "val_acc": result.val_acc, "test_f1": result.test_f1,
-            "link_delay_s": result.link_delay_s})
+    session = session_of(report)
+    result = run(trial.run_config(), backend, _DelayedReports(session))
+    session.report({**_epoch_metrics(result.epochs[-1]), "test_acc": result.test_acc,
+                    "val_acc": result.val_acc, "test_f1": result.test_f1,
+                    "link_delay_s": result.link_delay_s})
 
 
 SPEC = ExperimentSpec(
@@ -156,7 +164,8 @@ SPEC = ExperimentSpec(
     metrics=("epoch", "epoch_time_s", "mb_sent", "loss", "train_acc"),
     final_metrics=("test_acc", "val_acc", "test_f1", "link_delay_s"),
     run_trial=run_heta_trial,
-    own_cpus=holder_cpus,
+    extra_bundles=holder_bundles,
+    strategy="SPREAD",
     plots=(
         PlotSpec(filename="heta_speedup_vs_partitions.png",
                  title="Heta: speed-up vs partitions (median epoch time at 1st point / now)",

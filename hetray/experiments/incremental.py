@@ -19,6 +19,11 @@ The last report adds ``ap``, ``af`` (test AP and AF, percent), ``val_ap``, ``val
 one). Beta is picked on ``val_ap`` (:func:`pick_beta`), never on test numbers; ``hetray
 report`` draws AP, AF and the shift against beta per method.
 
+Resume: none mid-way. The learner's parameters, its method's memory (replay buffer,
+importance weights) and the accuracy matrix so far live in the learner actor, which offers
+no state to save or load; a trial whose process dies is started again from task 0 by Tune
+(``FailureConfig``).
+
 Datasets are ids resolved under ``../shared/data`` beside the checkout (:data:`DATASETS`).
 This module also draws the two figures of a benchmark: the accuracy matrix as a heatmap
 (:func:`plot_accuracy_matrix`) and AP / AF per method with error bars (:func:`plot_ap_af`).
@@ -36,7 +41,8 @@ import numpy as np
 
 from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.plot_style import PALETTE, style
-from hetray.experiments.spec import ExperimentSpec, PlotSpec, Reporter
+from hetray.experiments.session import Reporter, Session, session_of
+from hetray.experiments.spec import ExperimentSpec, PlotSpec
 from hetray.incremental.backbones import Backbone, BackboneConfig
 from hetray.incremental.learner import TrainConfig
 from hetray.incremental.methods import Method, MethodConfig
@@ -128,7 +134,7 @@ def learner_cpus(config: Mapping[str, Any]) -> float:
     return trial_config(IncrementalTrial, config, PARAMS, "incremental trial").learner_cpus
 
 
-def run_incremental_trial(config: Mapping[str, Any], report: Reporter,
+def run_incremental_trial(config: Mapping[str, Any], report: Reporter | Session,
                           backend: Backend | None) -> None:
     """Train one stream; report after every task, AP / AF / shift with the last one.
 
@@ -139,6 +145,7 @@ def run_incremental_trial(config: Mapping[str, Any], report: Reporter,
     run = trial_config(IncrementalTrial, config, PARAMS, "incremental trial").run_config()
     graph = load_graph(run)
     check_stream(run, graph)
+    session = session_of(report)
     group = (backend or LocalBackend()).learners(graph, 1, run.learner_cpus)
     try:
         driver = IncrementalDriver(group, [run])
@@ -151,7 +158,7 @@ def run_incremental_trial(config: Mapping[str, Any], report: Reporter,
                 final = build_report(graph.name, run, driver.results[0])
                 metrics.update(ap=final.ap, af=final.af, val_ap=final.val_ap,
                                val_af=final.val_af, shift_mmd=final.shift_mmd)
-            report(metrics)
+            session.report(metrics)
     finally:
         group.shutdown()
 

@@ -25,6 +25,11 @@ The model and its Adam state carry across epochs; memory is reset at every epoch
 (``hetray.actors.tune`` passes ``hetray.actors.mspipe.RayBackend``; their CPUs are the
 trial's extra bundle, :func:`extra_bundles`); the sequential mode runs in the trial process
 and uses no backend.
+
+Resume: none mid-way. The epoch loop's model, Adam state and early-stopping record live in
+:class:`~hetray.mspipe.run.MSPipeDriver`'s epoch loop, which offers no state to save or
+load, and the memory-store checkpoints serve the run only; a trial whose process dies is
+started again from epoch 1 by Tune (``FailureConfig``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hetray.experiments.params import ParamSpec, trial_config
-from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
+from hetray.experiments.session import Reporter, Session, session_of
+from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec
 from hetray.mspipe.config import DataConfig, ModelChoice, RunConfig, StoreConfig, TrainConfig
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
 from hetray.temporal.model_config import ModelKind
@@ -111,7 +117,7 @@ def _trial(config: Mapping[str, Any]) -> MspipeTrial:
     return trial_config(MspipeTrial, config, PARAMS, "mspipe trial")
 
 
-def run_mspipe_trial(config: Mapping[str, Any], report: Reporter,
+def run_mspipe_trial(config: Mapping[str, Any], report: Reporter | Session,
                      backend: Backend | None) -> None:
     """Train one configuration, one driver step (epoch) per iteration; report after each.
 
@@ -124,15 +130,16 @@ def run_mspipe_trial(config: Mapping[str, Any], report: Reporter,
         ConfigError: an invalid parameter.
     """
     trial = _trial(config)
+    session = session_of(report)
     from hetray.mspipe.run import MSPipeDriver
 
     with MSPipeDriver(trial.run_config(), backend) as driver:
         while not driver.done:
             record = driver.step()
             test = driver.test()
-            report({"epoch": float(record.epoch), "events_per_s": record.events_per_s,
-                    "loss": record.loss, "val_ap": record.val_ap, "test_ap": test.ap,
-                    "mean_staleness": record.mean_staleness})
+            session.report({"epoch": float(record.epoch), "events_per_s": record.events_per_s,
+                            "loss": record.loss, "val_ap": record.val_ap,
+                            "test_ap": test.ap, "mean_staleness": record.mean_staleness})
 
 
 def extra_bundles(config: Mapping[str, Any]) -> list[dict[str, float]]:

@@ -30,6 +30,11 @@ metric                     meaning
 
 Virtual-1F1B sizes its extra warm-up from the link round trip and the chunk compute time
 measured on a first, unreported step of the free pipeline.
+
+Resume: every report saves both pipelines' replica states (parameters and optimizer,
+:meth:`~hetray.pipeline.driver.PipelineDriver.checkpoint`) and the extra warm-up; a
+restarted trial restores them and continues with the next step (its losses continue the
+same curve; the timings are measured again).
 """
 
 from __future__ import annotations
@@ -41,10 +46,17 @@ from typing import Any
 
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.experiments.params import ParamSpec, trial_config
-from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
+from hetray.experiments.session import (
+    Reporter,
+    Session,
+    TrialState,
+    keeps_state,
+    session_of,
+)
+from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.data import token_sequences
-from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.driver import Checkpoint, PipelineDriver
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.report import StepReport
 from hetray.pipeline.run import (
@@ -174,12 +186,34 @@ def _metrics(linked: StepReport, free: StepReport, link: LinkSpec,
             "mb_cross_cluster": cross_bytes / 1e6, "loss": linked.loss}
 
 
-def run_pipeline_trial(config: Mapping[str, Any], report: Reporter, backend: Any) -> None:
+def _saved_state(iteration: int, extra: int, free: PipelineDriver,
+                 linked: PipelineDriver) -> TrialState:
+    """Both pipelines' replica states after ``iteration`` reports, and the extra warm-up."""
+    tensors = {name: {"step": ck.step, "states": list(ck.states)}
+               for name, ck in (("free", free.checkpoint()), ("linked", linked.checkpoint()))}
+    return TrialState(iteration=iteration, values={"extra_warmup": extra}, tensors=tensors)
+
+
+def _restore(driver: PipelineDriver, saved: dict[str, Any]) -> None:
+    driver.restore(Checkpoint(int(saved["step"]), tuple(saved["states"])))
+
+
+def _warm_up(trial: PipelineTrial, free: PipelineDriver, batch: tuple[Any, Any],
+             link: LinkSpec) -> int:
+    """Step the free pipeline once (unreported); the extra warm-up the linked one gets."""
+    warm = free.step(*batch)
+    msg_bytes = trial.rows_per_microbatch * trial.seq_len * trial.hidden * 4  # float32
+    return _extra_warmup(trial, warm, link, msg_bytes)
+
+
+def run_pipeline_trial(config: Mapping[str, Any], report: Reporter | Session,
+                       backend: Any) -> None:
     """Train the linked and the free pipeline side by side; report after every step.
 
     Args:
         config: values of :data:`PARAMS` (missing keys take their defaults).
-        report: called once per step with :attr:`SPEC.metrics`.
+        report: gets :attr:`SPEC.metrics` once per step (a session: with both pipelines'
+            states, and a restored state's steps are skipped).
         backend: the pipeline backend Tune offers; unused: both pipelines run in-process
             (:class:`~hetray.pipeline.run.LocalBackend`), as the module docstring says.
 
@@ -189,23 +223,31 @@ def run_pipeline_trial(config: Mapping[str, Any], report: Reporter, backend: Any
     """
     del backend  # the stages are threads of the trial process (see the module docstring)
     trial = trial_config(PipelineTrial, config, PARAMS, "pipeline trial")
+    session = session_of(report)
+    saved = session.restored()
     free_config = run_config(trial, linked=False)
     link = run_config(trial, linked=True).pipeline.links[0].spec()
-    rows = free_config.global_batch
-    batches = [token_sequences(vocab=VOCAB, seq_len=trial.seq_len, rows=rows,
+    batches = [token_sequences(vocab=VOCAB, seq_len=trial.seq_len, rows=free_config.global_batch,
                                seed=trial.seed * 1000 + i, max_stride=7)
                for i in range(trial.steps + 1)]
     with start(free_config) as free:
-        warm = free.step(*batches[0])
         hops_and_msgs = _hop_count_and_messages(free)
-        msg_bytes = trial.rows_per_microbatch * trial.seq_len * trial.hidden * 4  # float32
-        extra = _extra_warmup(trial, warm, link, msg_bytes)
+        extra = (_warm_up(trial, free, batches[0], link) if saved is None
+                 else int(saved.values["extra_warmup"]))
         with start(run_config(trial, linked=True, extra_warmup=extra)) as linked:
-            linked.step(*batches[0])
-            for i, batch in enumerate(batches[1:]):
+            if saved is None:
+                linked.step(*batches[0])
+            else:
+                _restore(free, saved.tensors["free"])
+                _restore(linked, saved.tensors["linked"])
+            for i in range(0 if saved is None else saved.iteration, trial.steps):
                 first, second = (free, linked) if i % 2 else (linked, free)
-                reports = {id(first): first.step(*batch), id(second): second.step(*batch)}
-                report(_metrics(reports[id(linked)], reports[id(free)], link, hops_and_msgs))
+                reports = {id(first): first.step(*batches[i + 1]),
+                           id(second): second.step(*batches[i + 1])}
+                state = (_saved_state(i + 1, extra, free, linked) if keeps_state(session)
+                         else None)
+                session.report(_metrics(reports[id(linked)], reports[id(free)], link,
+                                        hops_and_msgs), state)
     logger.debug("pipeline trial %s done (extra warm-up %d)", trial, extra)
 
 

@@ -23,6 +23,12 @@ workers on the backend it is given: under Tune that is ``hetray.actors.planner.R
 whose search workers and cost-model server run in one extra bundle of the trial
 (:func:`planner_bundles`), and ``budget_evals_used`` sums the ``N`` trees.
 
+Resume: every report saves the round just finished (a
+:class:`~hetray.experiments.session.TrialState`); a restarted trial searches the baseline
+again (deterministic) and continues with the next round. Every round is a fresh search with
+the trial's seed, so a resumed trial's metrics equal an uninterrupted one's (``search_s``
+aside, a wall time).
+
 Example:
     >>> rows = []
     >>> run_planner_trial({"budget_evals": 8, "num_rounds": 2, "global_batch": 32},
@@ -40,7 +46,8 @@ from typing import Any
 
 from hetray.core.errors import ConfigError
 from hetray.experiments.params import ParamSpec, trial_config
-from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec, Reporter
+from hetray.experiments.session import Reporter, Session, TrialState, session_of
+from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec
 from hetray.planner.model_spec import PRESETS
 from hetray.planner.run import Backend, LocalBackend, RunConfig, open_driver
 from hetray.planner.worker import SearchMethod
@@ -94,19 +101,23 @@ def planner_bundles(config: Mapping[str, Any]) -> list[dict[str, float]]:
     return [{"CPU": workers * resources.search_worker_cpus + resources.cost_model_cpus}]
 
 
-def run_planner_trial(config: Mapping[str, Any], report: Reporter,
+def run_planner_trial(config: Mapping[str, Any], report: Reporter | Session,
                       backend: Backend | None) -> None:
     """Plan one model on one cluster at growing MCTS budgets; report after each budget.
 
     Args:
         config: values of :data:`PARAMS` (missing keys take their defaults).
-        report: called once per round with :attr:`SPEC.metrics`.
+        report: gets :attr:`SPEC.metrics` once per round (a session: with the round done,
+            and a restored state's rounds are skipped).
         backend: where ``workers > 0`` search workers run (None: threads of the trial).
 
     Raises:
         ConfigError: an invalid parameter, or no plan fits the cluster.
     """
     trial = trial_config(PlannerTrial, config, PARAMS, "planner trial")
+    session = session_of(report)
+    saved = session.restored()
+    first = 1 if saved is None else int(saved.values["round"]) + 1
     run_config = RunConfig(cluster=trial.cluster, model=trial.model,
                            global_batch=trial.global_batch, budget_evals=trial.budget_evals,
                            budget_s=600.0, max_stages=trial.max_stages, seed=trial.seed,
@@ -116,14 +127,15 @@ def run_planner_trial(config: Mapping[str, Any], report: Reporter,
         if baseline is None:
             raise ConfigError("planner trial", "model", trial.model,
                               f"a model whose plans fit cluster {driver.problem.cluster.name!r}")
-        for i in range(1, trial.num_rounds + 1):
+        for i in range(first, trial.num_rounds + 1):
             budget = max(1, trial.budget_evals * i // trial.num_rounds)
             result = driver.search(SearchMethod.MCTS, budget_evals=budget)
             rate = result.best.tokens_per_s if result.best else 0.0
-            report({"budget_evals_used": float(result.num_evaluations),
-                    "predicted_tokens_per_s": rate, "search_s": result.search_s,
-                    "baseline_tokens_per_s": baseline.tokens_per_s,
-                    "gap_to_baseline_pct": 100.0 * (rate / baseline.tokens_per_s - 1.0)})
+            session.report({"budget_evals_used": float(result.num_evaluations),
+                            "predicted_tokens_per_s": rate, "search_s": result.search_s,
+                            "baseline_tokens_per_s": baseline.tokens_per_s,
+                            "gap_to_baseline_pct": 100.0 * (rate / baseline.tokens_per_s - 1.0)},
+                           TrialState(iteration=i, values={"round": i}))
 
 
 SPEC = ExperimentSpec(

@@ -2,11 +2,13 @@
 
 A trial function has the shape ``run_<exp>_trial(config, report, backend)``: ``config`` is
 a plain dict of parameter values (validated against :attr:`ExperimentSpec.params` into the
-experiment's typed trial config), ``report`` is called once per iteration with a dict holding
-at least :attr:`ExperimentSpec.metrics`, and ``backend`` is the system's run-API backend
-(where its actor groups run: ``None`` for the in-process one). Under Ray Tune ``report`` is
-``ray.tune.report`` and ``backend`` the system's Ray backend (``hetray.actors.tune``); in a
-notebook they can be ``print`` and ``None``.
+experiment's typed trial config), ``report`` receives one dict per iteration holding at least
+:attr:`ExperimentSpec.metrics`, and ``backend`` is the system's run-API backend (where its
+actor groups run: ``None`` for the in-process one). ``report`` is a plain callable or a
+:class:`~hetray.experiments.session.Session`, which also restores the state the trial saved
+with its last report (a trial that can resume continues after it). Under Ray Tune ``report``
+is ``hetray.actors.tune.TuneSession`` (``ray.tune.report`` with a ``ray.tune.Checkpoint``)
+and ``backend`` the system's Ray backend; in a notebook they can be ``print`` and ``None``.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetray.experiments.params import ParamSpec
+from hetray.experiments.session import Reporter, Session
 
 logger = logging.getLogger(__name__)
 
-Reporter = Callable[[dict[str, float]], None]
+__all__ = ["Bundles", "CpuCount", "ExperimentSpec", "PlotSource", "PlotSpec", "Reporter",
+           "Session", "TrialFunction", "no_bundles", "no_cpus"]
+
 #: ``run_<exp>_trial(config, report, backend)``.
-TrialFunction = Callable[[Mapping[str, Any], Reporter, Any], None]
+TrialFunction = Callable[[Mapping[str, Any], Reporter | Session, Any], None]
 #: Resources a trial needs besides its own bundle, from its (raw) config.
 Bundles = Callable[[Mapping[str, Any]], list[dict[str, float]]]
 CpuCount = Callable[[Mapping[str, Any]], float]
@@ -89,6 +94,8 @@ class ExperimentSpec:
             starts inside it.
         own_cpus: CPUs the trial's actors reserve in placement groups of their own (counted
             when sizing concurrency).
+        strategy: placement strategy of the trial's bundles (``SPREAD``: its actors' bundles
+            on different nodes where the cluster has several).
     """
 
     name: str
@@ -100,3 +107,4 @@ class ExperimentSpec:
     final_metrics: tuple[str, ...] = ()
     extra_bundles: Bundles = no_bundles
     own_cpus: CpuCount = no_cpus
+    strategy: str = "PACK"

@@ -47,7 +47,8 @@ import pandas as pd
 
 from hetray.experiments import plot_style as ps
 from hetray.experiments.params import ParamSpec, trial_config
-from hetray.experiments.spec import ExperimentSpec, PlotSpec, Reporter
+from hetray.experiments.session import Reporter, Session, session_of
+from hetray.experiments.spec import ExperimentSpec, PlotSpec
 from hetray.theory.algorithms import Algorithm
 from hetray.theory.analysis import spectrum_stats
 from hetray.theory.cells import CellSettings
@@ -133,9 +134,12 @@ def _log10(value: float) -> float:
     return math.log10(value) if value > 0 else math.nan
 
 
-def run_theory_trial(config: Mapping[str, Any], report: Reporter,
+def run_theory_trial(config: Mapping[str, Any], report: Reporter | Session,
                      backend: Backend | None) -> None:
     """Measure and bound one cell for one algorithm; report once (:attr:`SPEC.metrics`).
+
+    Nothing to resume: the trial's one report is its end (a killed trial runs its cell
+    again, with the same seed and so the same numbers).
 
     Raises:
         ConfigError: an invalid parameter (naming it).
@@ -144,11 +148,11 @@ def run_theory_trial(config: Mapping[str, Any], report: Reporter,
     result = run(trial.run_config(), backend)
     cell = result.results[0]
     stats = spectrum_stats(np.asarray(result.spectra[trial.graph.value][trial.depth]))
-    report({"excess_risk": cell.measured, "log10_excess_risk": _log10(cell.measured),
-            "risk_bound": cell.predicted, "log10_risk_bound": _log10(cell.predicted),
-            "null_risk": cell.null_risk, "effective_dim": float(cell.effective_dim),
-            "effective_rank": stats["effective_rank"],
-            "decay_exponent": stats["decay_exponent"]})
+    session_of(report).report({
+        "excess_risk": cell.measured, "log10_excess_risk": _log10(cell.measured),
+        "risk_bound": cell.predicted, "log10_risk_bound": _log10(cell.predicted),
+        "null_risk": cell.null_risk, "effective_dim": float(cell.effective_dim),
+        "effective_rank": stats["effective_rank"], "decay_exponent": stats["decay_exponent"]})
 
 
 SPEC = ExperimentSpec(
