@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from hetray.core.errors import ConfigError
+from hetray.core.limits import limit
+from hetray.core.strict_text import parse_json, read_config_text
 from hetray.core.untrusted import UNREADABLE, load_tensor_file
 
 logger = logging.getLogger(__name__)
@@ -149,12 +151,14 @@ def read_state(directory: Path) -> TrialState:
             file of tensors (one naming code is refused before it is unpickled).
     """
     path = directory / STATE_FILE
+    record = parse_json(read_config_text(path), str(path))  # bounded, strict
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
         iteration, values = int(record["iteration"]), dict(record["values"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, OverflowError) as err:
         raise ConfigError(str(path), "trial state", type(err).__name__,
                           "a trial state written by hetray") from err
+    if not 0 <= iteration <= limit("steps"):
+        raise ConfigError(str(path), "iteration", iteration, f"0 .. {limit('steps')}")
     return TrialState(iteration=iteration, values=values,
                       tensors=_read_tensors(directory / TENSORS_FILE))
 
