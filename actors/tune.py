@@ -60,12 +60,15 @@ from hetray.accel.resources import device_request
 from hetray.experiments.files import HISTORY_FILE, RESULTS_FILE, SWEEP_FILE
 from hetray.experiments.grid import Grid, TrialResources
 from hetray.experiments.registry import experiment_spec
-from hetray.experiments.session import TrialState, read_state, write_state
+from hetray.experiments.session import (
+    DEFAULT_MAX_FAILURES,
+    TrialState,
+    read_state,
+    write_state,
+)
 
 logger = logging.getLogger(__name__)
 
-#: Retries of a failed trial (``tune.FailureConfig.max_failures``), each from its checkpoint.
-DEFAULT_MAX_FAILURES = 2
 #: Checkpoints Tune keeps per trial (the newest ones; a resume needs only the last).
 CHECKPOINTS_KEPT = 2
 

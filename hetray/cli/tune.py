@@ -16,6 +16,7 @@ from hetray.cli.common import address_option, connect, handle_errors
 from hetray.core.errors import ConfigError
 from hetray.experiments.grid import Grid, load_grid, smoke_grid
 from hetray.experiments.registry import EXPERIMENT_NAMES, experiment_spec
+from hetray.experiments.session import DEFAULT_MAX_FAILURES
 
 logger = logging.getLogger(__name__)
 
@@ -65,11 +66,13 @@ Examples:
 @click.option("--smoke", is_flag=True, help="Tiny version of the grid: one or two short trials.")
 @click.option("--verbose", type=click.IntRange(0, 2), default=1, show_default=True,
               help="Tune's console verbosity.")
+@click.option("--max-failures", type=click.IntRange(0, 100), default=DEFAULT_MAX_FAILURES,
+              show_default=True,
+              help="Retries of a failed trial, from its last checkpoint where it has one.")
 @handle_errors
 def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
                  max_concurrent: int | None, address: str | None, ship_project: bool, out: Path,
-                 resume: bool,
-                 smoke: bool, verbose: int) -> None:
+                 resume: bool, smoke: bool, verbose: int, max_failures: int) -> None:
     """Sweep EXPERIMENT (planner, pipeline, heta or mspipe) over a grid with Ray Tune.
 
     Results: OUT/EXPERIMENT/results.parquet (one row per trial), history.parquet (every
@@ -88,7 +91,8 @@ def tune_command(experiment: str, grid_file: Path | None, num_samples: int,
     else:
         click.echo(f"{experiment}: {grid.num_trials * num_samples} trial(s) -> {sweep_dir}")
         outcome = tune_actors.run_sweep(grid, out, num_samples=num_samples,
-                                        max_concurrent=max_concurrent, verbose=verbose)
+                                        max_concurrent=max_concurrent, verbose=verbose,
+                                        max_failures=max_failures)
     _echo_table(experiment, outcome.table)
     click.echo(f"wrote {outcome.sweep_dir / tune_actors.RESULTS_FILE} "
                f"({len(outcome.table)} trials, {outcome.num_errors} failed)")

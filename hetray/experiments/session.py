@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "trial_state.json"
 #: File of a state directory holding :attr:`TrialState.tensors` (``torch.save``).
 TENSORS_FILE = "trial_state.pt"
+#: Retries of a failed trial (``tune.FailureConfig.max_failures``), each from its checkpoint.
+DEFAULT_MAX_FAILURES = 2
 
 Reporter = Callable[[dict[str, float]], None]
 
