@@ -32,6 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
                  "incremental": ("hetray.cli.incremental:incremental",
                                  "Graph incremental learning under structural shift (SSRM)."),
                  "theory": ("hetray.cli.theory:theory_command", "SGD vs ridge excess risk."),
+                 "finance": ("hetray.cli.finance:finance", "MTRGL pair trading on price data."),
              })
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),

@@ -71,6 +71,7 @@ PACKAGE_DEPS = {
     "planner": BASE | {"pipeline"},
     "theory": {"core"},
     "incremental": {"core", "graph"},
+    "finance": {"core", "temporal", "mspipe"},
     "experiments": BASE | {"graph", "heta", "incremental", "models", "mspipe", "pipeline",
                            "planner", "temporal", "theory"},
 }
