@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from hetray.cli.main import cli
 from hetray.temporal.formats import LoadOptions, read_events
 from hetray.temporal.loaders import EventFormat
+from tests.progress import assert_progress_before
 from tests.unit.finance.synthetic import synthetic_prices
 
 
@@ -26,10 +27,11 @@ def _csv(tmp_path):
 def test_pairs_compares_methods_and_writes_parquet_and_the_chart(tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(cli, [
-        "--quiet", "finance", "pairs", "--prices", str(_csv(tmp_path)),
+        "finance", "pairs", "--prices", str(_csv(tmp_path)),
         "--method", "distance,cointegration", "--formation-months", "2",
         "--trading-months", "1", "--top", "3", "--local", "--out", str(out)])
     assert result.exit_code == 0, result.output
+    assert_progress_before(result.output, "formation windows", "wrote ")
     assert "distance" in result.output
     assert "cointegration" in result.output
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
