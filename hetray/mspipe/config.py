@@ -24,6 +24,7 @@ from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrainConfig:
     """Optimisation and evaluation settings (TGL: batch 600, lr 1e-4).
