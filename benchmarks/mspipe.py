@@ -350,7 +350,7 @@ def main() -> None:
     """Run the grid and write the JSON."""
     args = parse_args()
     logging.basicConfig(level=logging.WARNING)
-    start = time.perf_counter()
+    start, load_at_start = time.perf_counter(), os.getloadavg()
     runtime.connect(args.address)
     streams = datasets(args.synthetic_events)
     headline = streams.get(HEADLINE[0], next(iter(streams.values())))
@@ -386,7 +386,7 @@ def main() -> None:
                      "pipeline": {k: getattr(PipelineConfig(), k) for k in (
                          "io_batches", "max_staleness", "prefetch_depth")},
                      "mitigation": args.mitigation, "evaluation": args.evaluation,
-                     "cpu_count": os.cpu_count(), "load_avg_at_start": os.getloadavg(),
+                     "cpu_count": os.cpu_count(), "load_avg_at_start": load_at_start,
                      **threads},
         "grid": grid,
     }
