@@ -40,10 +40,11 @@ SMOKE: tuple[tuple[str, str], ...] = (
 )
 
 
-def readme_commands(text: str) -> list[str]:
-    """The commands of the runnable blocks, continuations joined and comments dropped."""
+def readme_commands(text: str, marker: str = RUNNABLE) -> list[str]:
+    """The commands of the bash blocks after ``marker`` ('' for every bash block),
+    continuations joined and comments dropped."""
     commands = []
-    for block in re.findall(rf"{re.escape(RUNNABLE)}\n```bash\n(.*?)\n```", text, re.S):
+    for block in re.findall(rf"{re.escape(marker)}\n```bash\n(.*?)\n```", text, re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
         for line in joined.splitlines():
             command = line.split(" #", 1)[0].strip()
@@ -78,7 +79,8 @@ def test_readme_has_runnable_commands_of_every_system():
 
 
 def test_readme_commands_parse(tmp_path, monkeypatch):
-    """Every runnable ``hetray`` command resolves and parses; every ``python FILE`` exists.
+    """Every ``hetray`` command of every bash block resolves and parses (the cluster ones
+    too: they only name hosts); every runnable ``python FILE`` exists.
 
     Parsing runs in a scratch checkout where the sweep directory an earlier README command
     writes already exists (``hetray report`` requires its argument to exist).
@@ -86,7 +88,9 @@ def test_readme_commands_parse(tmp_path, monkeypatch):
     _scratch_checkout(tmp_path)
     (tmp_path / "hetray" / "results" / "tune").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "hetray")
-    for command in readme_commands(README.read_text(encoding="utf-8")):
+    text = README.read_text(encoding="utf-8")
+    runnable = readme_commands(text)
+    for command in runnable + [c for c in readme_commands(text, "") if c.startswith("hetray ")]:
         argv = shlex.split(command)
         if argv[0] == "python":
             assert (REPO / argv[1]).is_file(), command
