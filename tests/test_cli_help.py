@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import click
+from click.testing import CliRunner
 
 from hetray.cli.main import cli
 
@@ -18,6 +19,7 @@ from hetray.cli.main import cli
 _HELP_EVERYWHERE = """\
 import sys
 import click
+from click.testing import CliRunner
 from hetray.cli.main import cli
 
 def paths(group, ctx, prefix):
@@ -70,3 +72,43 @@ def test_every_command_ends_its_help_with_examples():
     without = [path for path, command in _leaf_commands(cli, click.Context(cli)).items()
                if "Examples:" not in (command.epilog or "")]
     assert without == []
+
+
+#: Options that are not run-config fields (where the run goes, what it writes).
+NOT_CONFIG = {"config_file", "print_config", "address", "ship_project", "out", "json_out",
+              "plot", "help"}
+
+
+def _explicit_defaults(command: click.Command) -> list[str]:
+    """Every config option of ``command`` given on the command line with its own default."""
+    args: list[str] = []
+    for param in command.params:
+        unset = param.default is None or type(param.default).__name__ == "Sentinel"
+        if not isinstance(param, click.Option) or param.name in NOT_CONFIG or unset:
+            continue
+        if param.is_flag:
+            if not isinstance(param.default, bool):
+                continue
+            names = param.opts if param.default else param.secondary_opts
+            args += names[:1]
+        else:
+            default = param.default
+            args += [param.opts[0], ",".join(map(str, default))
+                     if isinstance(default, (tuple, list)) else str(default)]
+    return args
+
+
+def test_every_flag_default_is_the_run_config_default():
+    """``--help``'s defaults are the config's: giving each one changes nothing."""
+    differ = []
+    for path, command in _leaf_commands(cli, click.Context(cli)).items():
+        if "print_config" not in {p.name for p in command.params}:
+            continue
+        argv = path.split()[1:]
+        runner = CliRunner()
+        plain = runner.invoke(cli, [*argv, "--print-config"])
+        given = runner.invoke(cli, [*argv, *_explicit_defaults(command), "--print-config"])
+        assert plain.exit_code == 0, plain.output
+        if given.output != plain.output:
+            differ.append(f"{path}:\n{given.output}")
+    assert differ == []
