@@ -19,6 +19,8 @@ fetchers, planner workers) is one of these, started by :func:`create_group`. Eac
   ``<system>/<role>/<i>@<group id>.<start>`` in the connection's namespace (``hetray``); the
   suffix keeps concurrent runs (Tune trials) and restarted workers apart. Its ``repr`` is its
   name, so the Ray dashboard and log prefixes say which worker it is.
+- **Metrics**: a worker class with ``metrics()`` has its samples exported as Ray metrics
+  (:mod:`hetray.actors.metrics`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import ray
+from hetray.actors.metrics import MetricsExporter
 from hetray.actors.placement import bundle_options, kill_actors, reserve
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from ray.util.placement_group import PlacementGroup, remove_placement_group
@@ -264,9 +267,20 @@ def _actor_repr(self: object) -> str:
 
 
 def _named(worker_cls: type[W]) -> type[W]:
-    """``worker_cls`` with :func:`_actor_repr` as ``__repr__`` (Ray shows it for the actor)."""
-    attributes = {"__repr__": _actor_repr, "__module__": worker_cls.__module__,
-                  "__qualname__": worker_cls.__qualname__, "__doc__": worker_cls.__doc__}
+    """``worker_cls`` as an actor class, named and measured.
+
+    Its ``__repr__`` is :func:`_actor_repr` (Ray shows it for the actor) and, when it defines
+    ``metrics()``, a :class:`MetricsExporter` exports its numbers.
+    """
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        worker_cls.__init__(self, *args, **kwargs)
+        source = getattr(self, "metrics", None)
+        if callable(source):
+            self._hetray_metrics = MetricsExporter(source, _actor_repr(self))
+
+    attributes = {"__init__": init, "__repr__": _actor_repr,
+                  "__module__": worker_cls.__module__, "__qualname__": worker_cls.__qualname__,
+                  "__doc__": worker_cls.__doc__}
     return type(worker_cls.__name__, (worker_cls,), attributes)
 
 

@@ -6,7 +6,7 @@ No algorithm lives here. The workers are the core's classes, run as Ray actors u
 worker                                         Ray options (:func:`memory_store_options`,
                                                :func:`prefetch_options`)
 =============================================  ==============================================
-:class:`~hetray.mspipe.store.MemoryStoreWorker`  ``num_cpus``; ``max_restarts=0`` (the
+:class:`~hetray.mspipe.store_worker.MemoryStoreWorker`  ``num_cpus``; ``max_restarts=0`` (the
                                                memory-store client restores a dead shard from
                                                its checkpoint and the write-backs since, which
                                                the client replays); ``max_concurrency=64`` (an
@@ -34,7 +34,7 @@ from hetray.actors.group import GroupPlacement, create_group
 
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.mspipe.sources import FetcherWorker, SamplerWorker
-from hetray.mspipe.store import MemoryStoreWorker, shard_failure
+from hetray.mspipe.store_worker import MemoryStoreWorker, shard_failure
 
 logger = logging.getLogger(__name__)
 

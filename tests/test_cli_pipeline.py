@@ -86,7 +86,7 @@ def test_tiny_run_reports_loss_throughput_busy_and_writes_measurements(ray_share
     result = CliRunner().invoke(cli, [
         "train", "pipeline", "--cluster", "local", "--steps", "3", "--microbatches", "4",
         "--microbatch-size", "2", "--schedule", "1f1b", "--json-out", str(out),
-        "--measurements-out", str(records)])
+        "--measurements-out", str(records), "--storage", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     assert "tokens/s" in result.output
     assert_progress_before(result.output, "1f1b p=2: ", "tokens/s")
@@ -97,3 +97,16 @@ def test_tiny_run_reports_loss_throughput_busy_and_writes_measurements(ray_share
     steps = load_measurements(records)
     assert [r.kind for r in steps] == ["step", "step"]
     assert all(r.num_stages == 2 and r.measured_s > 0 for r in steps)
+    assert f"run storage: {tmp_path / 'run'}" in result.output
+    again = CliRunner().invoke(cli, [  # a finished run resumes to its end at once
+        "train", "pipeline", "--cluster", "local", "--steps", "3", "--microbatches", "4",
+        "--microbatch-size", "2", "--schedule", "1f1b", "--storage", str(tmp_path / "run"),
+        "--resume", "--json-out", str(out)])
+    assert again.exit_code == 0, again.output
+    assert json.loads(out.read_text())["loss"] == summary["loss"]
+
+
+def test_resume_needs_the_storage_of_the_run():
+    result = CliRunner().invoke(cli, ["train", "llm", "--resume"])
+    assert result.exit_code == 2
+    assert "--resume needs --storage" in result.output

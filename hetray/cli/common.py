@@ -32,6 +32,7 @@ import click
 from hetray.cli.errors import handle_errors as handle_errors  # every command's error path
 from hetray.core.config import config_to_yaml, load_config, with_overrides
 from hetray.core.ray_args import ADDRESS_HELP as RAY_ADDRESS_HELP
+from hetray.core.storage import RunStorage, default_run_uri
 
 F = TypeVar("F", bound=Callable[..., Any])
 C = TypeVar("C")
@@ -48,6 +49,33 @@ def address_option(func: F) -> F:
              "for clusters where it is not installed.",
     )(func)
     return click.option("--address", default=None, metavar="ADDRESS", help=ADDRESS_HELP)(func)
+
+
+def storage_options(func: F) -> F:
+    """``--storage PATH|URI`` and ``--resume`` (:func:`resolve_storage` reads them)."""
+    func = click.option(
+        "--resume", is_flag=True,
+        help="Continue the run stored at --storage from its newest complete checkpoint "
+             "(same config; more steps/epochs allowed).")(func)
+    return click.option(
+        "--storage", default=None, metavar="PATH|URI",
+        help="Where the run's actors write checkpoints themselves: a path every node can "
+             "reach or a pyarrow.fs URI (s3://bucket/run) [default: a new "
+             "~/hetray_results/<system>-<time>].")(func)
+
+
+def resolve_storage(system: str, storage: str | None, resume: bool) -> RunStorage:
+    """The run's :class:`~hetray.core.storage.RunStorage`; says where on stderr.
+
+    Raises:
+        click.UsageError: ``--resume`` without ``--storage``.
+        ConfigError: a location ``pyarrow.fs`` cannot open.
+    """
+    if resume and storage is None:
+        raise click.UsageError("--resume needs --storage: the location of the run to resume")
+    where = RunStorage.of(storage if storage is not None else default_run_uri(system))
+    click.echo(f"run storage: {where.uri}{' (resuming)' if resume else ''}", err=True)
+    return where
 
 
 def config_options(func: F) -> F:

@@ -26,6 +26,8 @@ from hetray.cli.common import (
     echo_config,
     handle_errors,
     resolve_run_config,
+    resolve_storage,
+    storage_options,
 )
 from hetray.cli.progress import Bar
 from hetray.heta.config import (
@@ -54,6 +56,8 @@ Examples:
   hetray train heta --dataset ../shared/data/heco_dblp --partitions 2 --full-graph \\
       --epochs 200 --patience 50        # DBLP's metatree is cut below author
   hetray train heta --print-config > heta.yaml   # edit, then: --config heta.yaml
+  hetray train hgnn --storage s3://bucket/runs/acm --epochs 50   # holders write there
+  hetray train hgnn --storage s3://bucket/runs/acm --epochs 50 --resume
 """
 #: click parameter -> the RunConfig field it overrides.
 FLAGS = {
@@ -68,6 +72,7 @@ FLAGS = {
     "embedding_init": "train.model.embedding_init", "embedding_std": "train.model.embedding_std",
     "self_loop_weight": "train.model.self_loop_weight",
     "relation_bias": "train.model.relation_bias",
+    "checkpoint_every": "recovery.checkpoint_every", "max_failures": "recovery.max_restarts",
 }
 MODEL, TRAIN = DEFAULTS.train.model, DEFAULTS.train
 
@@ -190,13 +195,23 @@ def _training_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--holder-cpus", "--num-cpus", "holder_cpus",
               type=click.FloatRange(min=0.01), default=DEFAULTS.holder_cpus,
               show_default=True, help="CPUs reserved per holder.")
+@click.option("--checkpoint-every", type=click.IntRange(min=0),
+              default=DEFAULTS.recovery.checkpoint_every, show_default=True,
+              help="Also checkpoint every this many steps (0: at each epoch start only; "
+                   "recovery.checkpoint_every).")
+@click.option("--max-failures", type=click.IntRange(min=0),
+              default=DEFAULTS.recovery.max_restarts, show_default=True,
+              help="Holder failures recovered in place from the newest checkpoint before the "
+                   "command gives up (recovery.max_restarts).")
+@storage_options
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Write results.json and epochs.parquet here.")
 @address_option
 @handle_errors
 @click.pass_context
 def heta(ctx: click.Context, config_file: Path | None, print_config: bool, out: Path | None,
-         address: str | None, ship_project: bool, **_flags: object) -> None:
+         address: str | None, ship_project: bool, storage: str | None, resume: bool,
+         **_flags: object) -> None:
     """Train R-GCN / R-GAT on partition holders, RAF (Heta) or vanilla (DistDGL-style)."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)
     if print_config:
@@ -207,12 +222,13 @@ def heta(ctx: click.Context, config_file: Path | None, print_config: bool, out: 
 
     graph = load_dataset(config.dataset)
     check_run(config, graph)  # an impossible K fails here, not after Ray starts
+    where = resolve_storage("hgnn", storage, resume)
     connect(address, ship_project)
     from hetray.actors.heta import RayBackend
 
     bar = _Bar(config)
     with bar.bar:
-        report = run(config, RayBackend(), bar, graph=graph)
+        report = run(config, RayBackend(), bar, graph=graph, storage=where, resume=resume)
     _print(report, out)
 
 

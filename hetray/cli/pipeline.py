@@ -20,17 +20,28 @@ from hetray.cli.common import (
     echo_config,
     handle_errors,
     resolve_run_config,
+    resolve_storage,
+    storage_options,
 )
 from hetray.cli.progress import Bar
 from hetray.core.errors import InfeasiblePlanError
+from hetray.core.storage import RunStorage
 from hetray.models.gpt_config import GPT_PRESETS, GPTConfig, gpt_preset
 from hetray.pipeline.report import RunReport, StepReport
-from hetray.pipeline.run import DEFAULT_MODEL, ResourceConfig, RunConfig, TrainConfig, run
+from hetray.pipeline.run import (
+    DEFAULT_MODEL,
+    MAX_FAILURES,
+    ResourceConfig,
+    RunConfig,
+    TrainConfig,
+    run,
+)
 from hetray.pipeline.schedules import Schedule
 
 #: Flags that are fields of the run config (the rest say where the pipeline layout comes from).
 _FIELDS = {"model": "model", "steps": "train.steps", "lr": "train.optimizer.lr",
-           "seed": "train.seed"}
+           "seed": "train.seed", "checkpoint_every": "train.checkpoint_every",
+           "max_failures": "train.max_failures"}
 _LAYOUT_FLAGS = ("plan_file", "cluster", "schedule", "microbatches", "microbatch_size")
 #: Click defaults come from here, so they never drift from the run config's.
 _DEFAULT = RunConfig()
@@ -84,7 +95,8 @@ def _print(out: dict[str, Any]) -> None:
     click.echo(f"bytes per step: {links or 'none'}")
 
 
-def _train(config: RunConfig) -> RunReport:
+def _train(config: RunConfig, storage: RunStorage | None = None,
+           resume: bool = False) -> RunReport:
     """Run ``config`` on the connected Ray with a progress bar; the report."""
     from hetray.actors.pipeline import RayBackend
 
@@ -94,7 +106,7 @@ def _train(config: RunConfig) -> RunReport:
         def on_step(step: StepReport) -> None:
             bar.update(loss=f"{step.loss:.3f}", tok_s=f"{step.tokens_per_s:,.0f}")
 
-        return run(config, RayBackend(), on_step)
+        return run(config, RayBackend(), on_step, storage=storage, resume=resume)
 
 
 @click.command("pipeline", epilog="""\b
@@ -104,6 +116,8 @@ Examples:
   hetray train pipeline --plan plan.json --cluster spec.yaml --measurements-out steps.json
   hetray train pipeline --print-config > run.yaml   # edit, then:
   hetray train pipeline --config run.yaml --steps 50
+  hetray train llm --storage /shared/runs/a --steps 30     # killed at step 17? then:
+  hetray train llm --storage /shared/runs/a --steps 30 --resume
 """)
 @config_options
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path),
@@ -127,6 +141,15 @@ Examples:
               help="Learning rate (train.optimizer.lr).")
 @click.option("--seed", default=_DEFAULT.train.seed, show_default=True, type=int,
               help="Weight and data seed (train.seed).")
+@click.option("--checkpoint-every", default=_DEFAULT.train.checkpoint_every, show_default=True,
+              type=click.IntRange(min=1),
+              help="Steps between the checkpoints stage actors write to --storage "
+                   "(train.checkpoint_every).")
+@click.option("--max-failures", default=_DEFAULT.train.max_failures, show_default=True,
+              type=click.IntRange(0, MAX_FAILURES),
+              help="Failed steps recovered in place from the newest checkpoint before the "
+                   "command gives up (train.max_failures).")
+@storage_options
 @click.option("--measurements-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write per-step times as planner measurements (.json or .parquet).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
@@ -136,7 +159,7 @@ Examples:
 @click.pass_context
 def pipeline(ctx: click.Context, config_file: Path | None, print_config: bool,
              measurements_out: Path | None, json_out: Path | None, address: str | None,
-             ship_project: bool, **_flags: Any) -> None:
+             ship_project: bool, storage: str | None, resume: bool, **_flags: Any) -> None:
     """Train a GPT with pipeline parallelism on stage actors; report loss, tokens/s, busy.
 
     The pipeline comes from --config FILE (a run config, as --print-config writes it), or
@@ -151,8 +174,9 @@ def pipeline(ctx: click.Context, config_file: Path | None, print_config: bool,
     if measurements_out is not None and spec is None:
         raise click.UsageError("--measurements-out needs --cluster (the spec gives the "
                                "analytical features of each record) and no --config")
+    where = resolve_storage("llm", storage, resume)
     connect(address, ship_project)
-    report = _train(config)
+    report = _train(config, where, resume)
     out = report.to_dict()
     _print(out)
     if measurements_out is not None:

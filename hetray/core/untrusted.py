@@ -87,12 +87,15 @@ def _globals(stream: IO[bytes]) -> Iterator[tuple[str, str]]:
             pushed.append(None)
 
 
-def _pickle_streams(path: Path) -> Iterator[IO[bytes]]:
+def _pickle_streams(path: Path | IO[bytes]) -> Iterator[IO[bytes]]:
     """The pickle streams of a ``torch.save`` file, at most :data:`MAX_PICKLE_BYTES` each.
 
     Each ``.pkl`` member of a zip file; else the file's leading pickles (the legacy format).
+    ``path`` may also be a seekable binary stream of the file's bytes.
     """
     if zipfile.is_zipfile(path):
+        if not isinstance(path, Path):
+            path.seek(0)
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 if info.filename.endswith(".pkl"):
@@ -101,13 +104,17 @@ def _pickle_streams(path: Path) -> Iterator[IO[bytes]]:
                                                      f"of pickle (most {MAX_PICKLE_BYTES})")
                     yield io.BytesIO(archive.read(info))
         return
-    with path.open("rb") as handle:
-        head = io.BytesIO(handle.read(MAX_PICKLE_BYTES))
+    if isinstance(path, Path):
+        with path.open("rb") as handle:
+            head = io.BytesIO(handle.read(MAX_PICKLE_BYTES))
+    else:
+        path.seek(0)
+        head = io.BytesIO(path.read(MAX_PICKLE_BYTES))
     for _ in range(LEGACY_PICKLES):
         yield head
 
 
-def check_pickle_globals(path: Path) -> None:
+def check_pickle_globals(path: Path | IO[bytes]) -> None:
     """Refuse a tensor file whose pickle names anything but torch's tensor machinery.
 
     A first, torch-free screen before :func:`load_tensor_file`'s ``weights_only`` load: a
@@ -140,6 +147,18 @@ def load_tensor_file(path: Path) -> Any:
     import torch
 
     return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def load_tensor_bytes(data: bytes) -> Any:
+    """:func:`load_tensor_file` for a file's bytes (read from a storage URI).
+
+    Raises:
+        One of :data:`UNREADABLE`.
+    """
+    check_pickle_globals(io.BytesIO(data))
+    import torch
+
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
 
 def load_array_file(path: Path) -> Any:

@@ -15,8 +15,14 @@ the replay is exact)::
                                     -> PartitionHolderError: restart, rejoin, load, rewind
 
 With ``select_best`` (:meth:`HetaDriver.run`) each epoch ends with a validation pass; the
-best epoch's parameters are saved under ``checkpoint_dir/best`` and loaded at the end, and
-``patience`` epochs without improvement end the run early.
+best epoch's parameters are saved under ``best/`` of the run's storage and loaded at the end,
+and ``patience`` epochs without improvement end the run early.
+
+Checkpoints go to the run's :class:`~hetray.core.storage.RunStorage`: every holder writes
+and reads its own part (nothing passes through the driver, so holders on other nodes need
+only reach the storage), and the driver marks each one complete with the position, the
+current epoch's step statistics, the finished epochs' reports and the best epoch so far, so a
+new driver can continue the run exactly (:meth:`HetaDriver.resume`).
 
 The driver talks only to an :class:`~hetray.core.group.ActorGroup` of
 :class:`~hetray.heta.worker.HolderWorker`, so it runs the same on the in-process group
@@ -29,13 +35,14 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import torch
 
 from hetray.core.errors import PartitionHolderError
 from hetray.core.group import ActorGroup
+from hetray.core.storage import CheckpointLog, Complete, RunStorage
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.config import HolderConfig, Mode
 from hetray.heta.metrics import Evaluation
@@ -46,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 #: Seed ids per evaluation step of :meth:`HetaDriver.accuracy`.
 EVAL_BATCH_SIZE = 1024
+#: Where the best epoch's parameters are kept, relative to the run's storage.
+BEST = "best"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,31 +90,31 @@ class HetaDriver:
         group: the ``K`` holders (constructed, not yet joined: the driver joins them).
         hg: the graph (train ids and splits).
         config: the holders' shared config.
-        checkpoint_dir: where holders write ``part<k>.pt`` (shared by all holders).
+        storage: the run's storage (every holder reaches it).
         checkpoint_every: also checkpoint every this many steps (0: only at epoch starts).
         max_restarts: restarts allowed before the failure is raised.
     """
 
     def __init__(self, group: ActorGroup[HolderWorker], hg: HeteroGraph, config: HolderConfig,
-                 *, checkpoint_dir: Path, checkpoint_every: int = 0,
+                 *, storage: RunStorage, checkpoint_every: int = 0,
                  max_restarts: int = 3) -> None:
         self.group = group
         self.hg = hg
         self.config = config
         self.train = config.train
-        self.checkpoint_dir = checkpoint_dir
+        self.storage = storage
+        self.log = CheckpointLog(storage)
         self.checkpoint_every = checkpoint_every
         self.max_restarts = max_restarts
         self.epoch, self.batch, self.restarts = 0, 0, 0
-        self.saved_at = (0, 0)
+        self.saved_at: tuple[int, int] | None = None
         self.stats: dict[int, StepStats] = {}
+        self.history: list[EpochReport] = []
         self.batches = self._batches(0)
         self.best_epoch: int | None = None
         self.best_val_acc = 0.0
-        self._best_dir = checkpoint_dir / "best"
         self._group_name = f"hetray-heta-{uuid.uuid4().hex[:8]}"
         self.generation = 0
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self._join()
 
     def _batches(self, epoch: int) -> list[torch.Tensor]:
@@ -118,10 +127,40 @@ class HetaDriver:
         """Ping every holder (their partition ids); raises for a dead one."""
         return self.group.execute(HolderWorker.ping)
 
+    def _parts(self, prefix: str | int) -> list[tuple[RunStorage, str]]:
+        """``(storage, path)`` of every holder's part: of a checkpoint position or a dir."""
+        k = range(self.config.num_partitions)
+        if isinstance(prefix, int):
+            return [(self.storage, self.log.part_path(prefix, i)) for i in k]
+        return [(self.storage, f"{prefix}/part-{i:04d}.pt") for i in k]
+
     def checkpoint(self) -> None:
-        """Checkpoint all holders at the current position."""
-        self.group.execute(HolderWorker.save, str(self.checkpoint_dir))
+        """Every holder writes its state at the current position; then it is marked complete."""
+        position = self.epoch * len(self.batches) + self.batch
+        self.group.execute_each(HolderWorker.save, self._parts(position))
+        self.log.commit(position, self.config.num_partitions, self._meta())
         self.saved_at = (self.epoch, self.batch)
+
+    def _meta(self) -> dict[str, Any]:
+        """What a new driver needs beside the holders' parts to continue exactly."""
+        return {"epoch": self.epoch, "batch": self.batch,
+                "stats": [[b, s.loss, s.num_correct, s.num_seeds, s.bytes_sent]
+                          for b, s in sorted(self.stats.items())],
+                "epochs": [asdict(r) for r in self.history],
+                "best_epoch": self.best_epoch, "best_val_acc": self.best_val_acc}
+
+    def resume(self, complete: Complete) -> None:
+        """Load checkpoint ``complete`` into the holders and continue from its position."""
+        self.group.execute_each(HolderWorker.load, self._parts(complete.position))
+        meta = complete.meta
+        self.epoch, self.batch = int(meta["epoch"]), int(meta["batch"])
+        self.saved_at = (self.epoch, self.batch)
+        self.batches = self._batches(self.epoch)
+        self.stats = {int(b): StepStats(loss=loss, num_correct=int(correct),
+                                        num_seeds=int(seeds), bytes_sent=int(sent))
+                      for b, loss, correct, seeds, sent in meta["stats"]}
+        self.history = [EpochReport(**r) for r in meta["epochs"]]
+        self.best_epoch, self.best_val_acc = meta["best_epoch"], float(meta["best_val_acc"])
 
     def step(self) -> bool:
         """Run the next training step; False when the epoch is complete.
@@ -150,14 +189,15 @@ class HetaDriver:
         self.restarts += 1
         if self.restarts > self.max_restarts:
             raise err
-        logger.warning("%s; restarting holders from checkpoint at epoch %d batch %d",
-                       err, *self.saved_at)
+        latest = self.log.latest()
+        if latest is None:
+            raise err
+        logger.warning("%s; restarting holders from the checkpoint at step %d", err,
+                       latest.position)
         self.group.restart()
         self.generation += 1
         self._join()
-        self.group.execute(HolderWorker.load, str(self.checkpoint_dir))
-        self.epoch, self.batch = self.saved_at
-        self.batches = self._batches(self.epoch)
+        self.resume(latest)
 
     def run_epoch(self, on_step: Callable[[int, int], None] | None = None) -> EpochReport:
         """Run (the rest of) the current epoch, checkpointing at its start.
@@ -165,7 +205,7 @@ class HetaDriver:
         ``on_step(done, total)`` observes progress.
         """
         start, restarts = time.perf_counter(), self.restarts
-        if self.batch == 0:
+        if self.batch == 0 and self.saved_at != (self.epoch, 0):
             self.stats = {}
             self.checkpoint()
         while self.step():
@@ -187,21 +227,20 @@ class HetaDriver:
         """Run the remaining epochs of ``config.train.epochs``; ``on_epoch`` observes each.
 
         With ``select_best`` every epoch ends with a validation pass; the parameters of the
-        best epoch so far are saved under ``checkpoint_dir/best``, the run stops after
+        best epoch so far are saved under ``best/`` of the storage, the run stops after
         ``patience`` epochs without improvement, and ends with the best parameters loaded
-        (:attr:`best_epoch`).
+        (:attr:`best_epoch`). Returns every epoch's report, a resumed run's earlier ones too.
         """
-        reports = []
         while self.epoch < self.train.epochs and not self._patience_spent():
             report = self.run_epoch(on_step)
             if self.train.select_best:
                 report = self._select(report)
-            reports.append(report)
+            self.history.append(report)
             if on_epoch is not None:
                 on_epoch(report)
         if self.best_epoch is not None:
-            self.group.execute(HolderWorker.load, str(self._best_dir))
-        return tuple(reports)
+            self.group.execute_each(HolderWorker.load, self._parts(BEST))
+        return tuple(self.history)
 
     def _patience_spent(self) -> bool:
         patience = self.train.patience
@@ -212,8 +251,7 @@ class HetaDriver:
         """Validate after ``report``'s epoch; save the parameters when they are the best."""
         val = self.evaluate(self.hg.val_idx)
         if self.best_epoch is None or val.acc > self.best_val_acc:
-            self._best_dir.mkdir(parents=True, exist_ok=True)
-            self.group.execute(HolderWorker.save, str(self._best_dir))
+            self.group.execute_each(HolderWorker.save, self._parts(BEST))
             self.best_epoch, self.best_val_acc = report.epoch, val.acc
         return replace(report, val_acc=val.acc, val_f1=val.macro_f1)
 

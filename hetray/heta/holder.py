@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from pathlib import Path
+from typing import Any
 
 import torch
 
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
-from hetray.core.untrusted import load_tensor_file
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import RowCache, plan_cache, type_profiles
 from hetray.heta.collective import Collective
@@ -129,15 +128,8 @@ class HolderCore:
             out |= self.worker.cache.counters()
         return out
 
-    def save(self, path: Path) -> None:
-        """Write parameters and optimizer state to ``path`` atomically."""
-        tmp = path.with_suffix(".tmp")
-        torch.save(self.worker_state(), tmp)
-        tmp.replace(path)
-
-    def load(self, path: Path) -> None:
-        """Restore what :meth:`save` wrote."""
-        state = load_tensor_file(path)  # weights_only: a checkpoint never runs code
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`worker_state` returned."""
         self.worker.model.load_state_dict(state["model"])
         self.worker.optimizer.load_state_dict(state["optimizer"])
 

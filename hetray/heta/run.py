@@ -27,17 +27,21 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
+from hetray.core.config import config_to_dict
 from hetray.core.errors import ConfigError, PartitionHolderError
 from hetray.core.group import SHUTDOWN_PATIENCE_S, ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
+from hetray.core.storage import RunStorage, start_run
 from hetray.graph.datasets import load_dataset
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.cache import cache_comparison
@@ -48,6 +52,9 @@ from hetray.heta.holder import raf_plan, shared_owners
 from hetray.heta.worker import HolderWorker
 
 logger = logging.getLogger(__name__)
+
+#: Config fields a resumed run may change: how long it trains, how it recovers, its CPUs.
+RESUMABLE_CHANGES = frozenset({"train.epochs", "recovery", "holder_cpus"})
 
 __all__ = ["Backend", "LocalBackend", "LocalHolderGroup", "RunReport", "check_run", "run"]
 
@@ -173,7 +180,8 @@ class RunReport:
 
 
 def run(config: RunConfig, backend: Backend | None = None, progress: Progress | None = None,
-        *, graph: HeteroGraph | None = None) -> RunReport:
+        *, graph: HeteroGraph | None = None, storage: RunStorage | None = None,
+        resume: bool = False) -> RunReport:
     """Start the holders, train ``config.train.epochs`` epochs, evaluate, shut them down.
 
     Args:
@@ -181,35 +189,56 @@ def run(config: RunConfig, backend: Backend | None = None, progress: Progress | 
         backend: where the holders run (None: :class:`LocalBackend`, in this process).
         progress: observes steps and epochs (None: nothing observes).
         graph: the graph to train on (None: load ``config.dataset``).
+        storage: the run's location, which every holder must reach
+            (:mod:`hetray.core.storage`); None: a temporary directory of this machine,
+            removed at the end (holders on this machine only).
+        resume: continue the run ``storage`` holds from its newest complete checkpoint
+            (same config but for :data:`RESUMABLE_CHANGES`).
 
     Raises:
-        ConfigError: ``config.dataset`` names no dataset.
+        ConfigError: ``config.dataset`` names no dataset; ``resume`` without a matching
+            stored run, or a new run where one is stored.
         PartitionHolderError: a holder failed more than ``config.recovery.max_restarts``
             times.
     """
     hg = graph if graph is not None else load_dataset(config.dataset)
     holders = check_run(config, hg)
     progress = progress or Progress()
-    owners = shared_owners(hg, holders)  # once: METIS is not deterministic across calls
-    group = (backend or LocalBackend()).holders(hg, holders, owners,
-                                                holder_cpus=config.holder_cpus)
-    try:
-        with tempfile.TemporaryDirectory(prefix="hetray-heta-ckpt-") as ckpt:
-            driver = HetaDriver(group, hg, holders, checkpoint_dir=Path(ckpt),
+    with _storage_or_temporary(storage, resume) as where:
+        complete = start_run(where, "heta", config_to_dict(config), resume=resume,
+                             may_differ=RESUMABLE_CHANGES)
+        owners = shared_owners(hg, holders)  # once: METIS is not deterministic across calls
+        group = (backend or LocalBackend()).holders(hg, holders, owners,
+                                                    holder_cpus=config.holder_cpus)
+        try:
+            driver = HetaDriver(group, hg, holders, storage=where,
                                 checkpoint_every=config.recovery.checkpoint_every,
                                 max_restarts=config.recovery.max_restarts)
+            if complete is not None:
+                driver.resume(complete)
             epochs = driver.run(progress.on_epoch, progress.on_step)
             train, val, test = (driver.evaluate(ids)
                                 for ids in (hg.train_idx, hg.val_idx, hg.test_idx))
             counters = driver.counters()
-    finally:
-        group.shutdown()
+        finally:
+            group.shutdown()
     cache = _cache_comparison(hg, config)
     return RunReport(dataset=hg.name, mode=holders.mode.value,
                      model=holders.train.model.conv.value, partitions=holders.num_partitions,
                      epochs=epochs, train_acc=train.acc, val_acc=val.acc, test_acc=test.acc,
                      val_f1=val.macro_f1, test_f1=test.macro_f1, best_epoch=driver.best_epoch,
                      link_delay_s=counters["link_delay_s"], counters=counters, cache=cache)
+
+
+@contextlib.contextmanager
+def _storage_or_temporary(storage: RunStorage | None, resume: bool) -> Iterator[RunStorage]:
+    if storage is not None:
+        yield storage
+        return
+    if resume:
+        raise ConfigError("--resume", "storage", None, "the --storage of the run to resume")
+    with tempfile.TemporaryDirectory(prefix="hetray-heta-run-") as tmp:
+        yield RunStorage.of(tmp)
 
 
 def check_run(config: RunConfig, hg: HeteroGraph) -> HolderConfig:

@@ -13,11 +13,13 @@ once (a collective rendezvous), then steps; after a restart, join a new group na
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+import time
 
 import torch
 
 from hetray.core.errors import PartitionHolderError
+from hetray.core.metrics import MetricSample
+from hetray.core.storage import RunStorage
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.collective import Collective, CollectiveHub, LocalCollective
 from hetray.heta.config import HolderConfig
@@ -50,6 +52,7 @@ class HolderWorker:
         self.part_id = part_id
         self.hub = hub
         self.coll: Collective | None = None
+        self._step_s, self._steps = 0.0, 0
 
     def join_group(self, group_name: str) -> None:
         """Join collective group ``group_name`` (every holder must call this concurrently)."""
@@ -65,19 +68,32 @@ class HolderWorker:
 
     def train_step(self, seeds: torch.Tensor, step: int) -> StepStats:
         """One training step on the global batch ``seeds`` (int64 ``(B,)``, same on all)."""
-        return self.core.train_step(seeds, step, self._coll())
+        start = time.perf_counter()
+        stats = self.core.train_step(seeds, step, self._coll())
+        self._step_s, self._steps = time.perf_counter() - start, self._steps + 1
+        return stats
+
+    def metrics(self) -> list[MetricSample]:
+        """Step time, steps, bytes sent and emulated link seconds (for monitoring)."""
+        counters = self.core.counters()
+        return [MetricSample.of("step_seconds", self._step_s, "Wall seconds of the last step"),
+                MetricSample.of("steps_total", self._steps, "Steps this worker has run"),
+                MetricSample.of("bytes_sent_total", counters["bytes_sent"],
+                                "Bytes this worker sent, by link class", link_class="all"),
+                MetricSample.of("link_delay_seconds_total", counters["link_delay_s"],
+                                "Seconds charged by the emulated link")]
 
     def eval_step(self, seeds: torch.Tensor, step: int) -> StepStats:
         """Accuracy on ``seeds`` (int64 ``(B,)``; vanilla: this holder's share of them)."""
         return self.core.eval_step(seeds, step, self._coll())
 
-    def save(self, directory: str) -> None:
-        """Checkpoint to ``directory/part<id>.pt`` (atomically)."""
-        self.core.save(Path(directory) / f"part{self.part_id}.pt")
+    def save(self, storage: RunStorage, rel: str) -> None:
+        """Write parameters and optimizer state to ``rel`` of the run's storage (from here)."""
+        storage.save_tensors(rel, self.core.worker_state())
 
-    def load(self, directory: str) -> None:
-        """Restore ``directory/part<id>.pt``."""
-        self.core.load(Path(directory) / f"part{self.part_id}.pt")
+    def load(self, storage: RunStorage, rel: str) -> None:
+        """Restore what :meth:`save` wrote (read here, ``weights_only``)."""
+        self.core.load_state(storage.load_tensors(rel))
 
     def counters(self) -> dict[str, float]:
         """Bytes sent, emulated link seconds and (vanilla with a cache) cache counters."""

@@ -50,7 +50,8 @@ from hetray.mspipe.sources import (
 )
 from hetray.mspipe.staleness import Mitigation, PipelineMode
 from hetray.mspipe.storage import RunStorage
-from hetray.mspipe.store import LocalMemoryStore, MemoryStoreWorker, shard_failure
+from hetray.mspipe.store import LocalMemoryStore
+from hetray.mspipe.store_worker import MemoryStoreWorker, shard_failure
 from hetray.mspipe.store_client import MemoryStoreClient
 from hetray.mspipe.threads import trainer_threads, usable_cpus
 from hetray.temporal.formats import LoadedEvents

@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from hetray.core.group import ActorGroup
+from hetray.core.metrics import MetricSample, RateMeter
 from hetray.mspipe.staleness import BatchSource
 from hetray.temporal.batches import (
     NeighbourFeatures,
@@ -232,14 +234,23 @@ class SamplerWorker:
         self._events = events
         self._csrs = build_csrs(events, split)
         self._num_neighbors = num_neighbors
+        self._rate = RateMeter()
 
     def sample(self, view: EventView, eid_batches: list[np.ndarray],
                negatives: list[np.ndarray], first_index: int) -> list[SampledBatch]:
         """Sample consecutive batches ``first_index, ...`` of events (int64 (B,) each)."""
-        return [sample_batch(self._events, self._csrs[view], eids, index=index,
-                             num_neighbors=self._num_neighbors, neg=neg)
-                for index, (eids, neg) in enumerate(zip(eid_batches, negatives, strict=True),
-                                                    start=first_index)]
+        start = time.perf_counter()
+        out = [sample_batch(self._events, self._csrs[view], eids, index=index,
+                            num_neighbors=self._num_neighbors, neg=neg)
+               for index, (eids, neg) in enumerate(zip(eid_batches, negatives, strict=True),
+                                                   start=first_index)]
+        self._rate.add(sum(len(e) for e in eid_batches), time.perf_counter() - start)
+        return out
+
+    def metrics(self) -> list[MetricSample]:
+        """Events sampled per second over the last calls (for monitoring)."""
+        return [MetricSample.of("events_per_second", self._rate.per_second,
+                                "Events the sampler handles per second of its own time")]
 
     def ping(self) -> bool:
         """Liveness check."""

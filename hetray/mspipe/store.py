@@ -8,21 +8,19 @@ the state after batches ``0 .. v-1``. Every batch writes every shard (possibly w
 rows), so all shards move through the same versions. ``read(nodes, min_version)`` may be
 served once ``version >= min_version``:
 
-- :class:`MemoryStoreWorker` is one shard behind an async version gate: a read waits for
-  its version, a write for its predecessor, so calls may arrive in any order. It runs as a
-  worker of an :class:`~hetray.core.group.ActorGroup` (in-process or a Ray actor, see
-  ``actors/mspipe.py``); :class:`~hetray.mspipe.store_client.MemoryStoreClient` routes to
-  the ``P`` workers.
+- :class:`~hetray.mspipe.store_worker.MemoryStoreWorker` is one shard behind an async
+  version gate: a read waits for its version, a write for its predecessor, so calls may
+  arrive in any order. It runs as a worker of an :class:`~hetray.core.group.ActorGroup`
+  (in-process or a Ray actor, see ``actors/mspipe.py``);
+  :class:`~hetray.mspipe.store_client.MemoryStoreClient` routes to the ``P`` workers.
 - :class:`LocalMemoryStore` (the sequential pipeline's store) holds every shard in the
   caller and serves at once, because its writes are synchronous.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -33,7 +31,6 @@ import pyarrow.parquet as pq
 
 from hetray.core.errors import MemoryStoreError
 from hetray.mspipe.staleness import Recovery
-from hetray.mspipe.storage import CheckpointPolicy, checkpoint_path
 from hetray.temporal.memory import MemoryConfig, MemoryRows, MemoryUpdate, NodeMemory
 
 logger = logging.getLogger(__name__)
@@ -264,135 +261,3 @@ class LocalMemoryStore:
     def drain(self) -> list[Recovery]:
         """Nothing is in flight locally; no shard was restored."""
         return []
-
-
-def shard_failure(shard: int, cause: str) -> MemoryStoreError:
-    """The memory-store group's typed error for a dead or raising shard worker."""
-    return MemoryStoreError(shard, cause)
-
-
-class MemoryStoreWorker:
-    """One shard of node memory, last-update time and mailbox, behind an async version gate.
-
-    ``read(nodes, min_version)`` waits until the shard has applied ``min_version`` writes;
-    ``write(update, version)`` waits for ``version - 1``, so writes apply in order even if
-    they arrive out of order. Every ``checkpoint_every`` versions, at each reset and at
-    :meth:`shutdown` the shard writes itself to :func:`checkpoint_path`
-    (:class:`~hetray.mspipe.storage.CheckpointPolicy`); a worker started where that file
-    exists restores from it, and the client replays the newer write-backs (how a dead shard
-    comes back, losing nothing: :mod:`hetray.mspipe.replay`).
-
-    Args:
-        config: memory layout of the whole graph.
-        shard: this shard's id ``s``. num_shards: ``P``.
-        checkpoint_dir: Parquet checkpoints ('' = none; made if missing).
-        checkpoint_every: versions between checkpoints (0 = only at reset and shutdown).
-        wait_timeout_s: how long a read or write may wait for its version.
-    """
-
-    def __init__(self, config: MemoryConfig, shard: int, num_shards: int, *,
-                 checkpoint_dir: str = "", checkpoint_every: int = 0,
-                 wait_timeout_s: float = 120.0) -> None:
-        path = checkpoint_path(checkpoint_dir, shard) if checkpoint_dir else None
-        if path is not None and path.is_file():
-            self._shard = MemoryShard.restore(config, shard, num_shards, path)
-        else:
-            self._shard = MemoryShard(config, shard, num_shards)
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-        self._path = path
-        self._policy = CheckpointPolicy(enabled=path is not None, every=checkpoint_every)
-        self._timeout_s = wait_timeout_s
-        self._changed: asyncio.Condition | None = None
-
-    def _cond(self) -> asyncio.Condition:
-        if self._changed is None:  # made on first use, inside the worker's event loop
-            self._changed = asyncio.Condition()
-        return self._changed
-
-    async def _wait(self, ready: Callable[[], bool], what: str) -> None:
-        async with self._cond():
-            try:
-                await asyncio.wait_for(self._cond().wait_for(ready), self._timeout_s)
-            except TimeoutError as err:
-                raise MemoryStoreError(self._shard.shard, f"{what} waited {self._timeout_s:g} s; "
-                                       f"shard is at version {self._shard.version}") from err
-
-    async def read(self, nodes: np.ndarray, min_version: int) -> ServedRead:
-        """State of ``nodes`` (int64 (U,), all on this shard) at a version >= ``min_version``."""
-        await self._wait(lambda: self._shard.version >= min_version,
-                         f"read needing version {min_version}")
-        return self._shard.read(nodes)
-
-    async def write(self, update: MemoryUpdate, version: int) -> float:
-        """Apply ``update`` as ``version`` once ``version - 1`` is in; returns seconds spent."""
-        await self._wait(lambda: self._shard.version >= version - 1,
-                         f"write of version {version}")
-        spent = self._shard.write(update, version)
-        if self._path is not None and self._policy.due(version):
-            self._shard.checkpoint(self._path)
-        async with self._cond():
-            self._cond().notify_all()
-        return spent
-
-    async def write_many(self, updates: list[MemoryUpdate], first_version: int) -> float:
-        """:meth:`write` each update in order as ``first_version, first_version + 1, ...``."""
-        spent = 0.0
-        for version, update in enumerate(updates, start=first_version):
-            spent += await self.write(update, version)
-        return spent
-
-    async def write_read(self, updates: list[MemoryUpdate], first_version: int,
-                         nodes: np.ndarray, min_version: int) -> tuple[float, ServedRead]:
-        """:meth:`write_many`, then :meth:`read`, in one call (writes riding with a read)."""
-        spent = await self.write_many(updates, first_version)
-        return spent, await self.read(nodes, min_version)
-
-    async def reset(self) -> int:
-        """Zero the state (keeps the version) and checkpoint it; returns the version."""
-        self._shard.reset()
-        return self._checkpoint_now()
-
-    async def snapshot(self) -> MemoryRows:
-        """A copy of the state (the client sends and waits for its writes first)."""
-        return self._shard.snapshot()
-
-    async def load_snapshot(self, state: MemoryRows) -> int:
-        """Overwrite the state with a :meth:`snapshot` (keeps the version), checkpoint it."""
-        self._shard.load(state)
-        return self._checkpoint_now()
-
-    def _checkpoint_now(self) -> int:
-        """Checkpoint (when on) after the state changed outside a write; the version."""
-        if self._path is not None:
-            self._shard.checkpoint(self._path)
-        return self._shard.version
-
-    async def checkpoint_policy(self) -> CheckpointPolicy:
-        """When this shard checkpoints (the client keeps a replay log to match)."""
-        return self._policy
-
-    async def version(self) -> int:
-        """Versions applied so far."""
-        return self._shard.version
-
-    async def fast_forward(self, version: int) -> int:
-        """Jump to ``version`` if behind (after a restore: the lost writes stay lost).
-
-        Returns:
-            The version before the jump (the restored checkpoint's).
-        """
-        old = self._shard.version
-        self._shard.version = max(old, version)
-        async with self._cond():
-            self._cond().notify_all()
-        return old
-
-    async def ping(self) -> int:
-        """Liveness check: returns the shard id."""
-        return self._shard.shard
-
-    async def shutdown(self) -> None:
-        """Write a final checkpoint when checkpointing is on (the group's patient shutdown)."""
-        if self._path is not None:
-            self._shard.checkpoint(self._path)

@@ -4,7 +4,7 @@ Glossary: ``P`` shards (the workers of an ``ActorGroup[MemoryStoreWorker]``), ``
 versions (batches applied), ``m`` a read's ``min_version``.
 
 :class:`MemoryStoreClient` is the pipeline's :class:`~hetray.mspipe.staleness.MemoryBackend`
-on a group of :class:`~hetray.mspipe.store.MemoryStoreWorker` (in-process workers or Ray
+on a group of :class:`~hetray.mspipe.store_worker.MemoryStoreWorker` (in-process workers or Ray
 actors: the client only sees the group). Node ``n`` is served by shard ``n % P``::
 
     write(update, v)     split by owner shard and *held*: nothing is sent yet
@@ -36,7 +36,7 @@ Example:
     >>> import numpy as np
     >>> from hetray.core.group import WorkerInit
     >>> from hetray.core.local_group import LocalActorGroup
-    >>> from hetray.mspipe.store import MemoryStoreWorker
+    >>> from hetray.mspipe.store_worker import MemoryStoreWorker
     >>> from hetray.temporal.memory import MemoryConfig
     >>> cfg = MemoryConfig(num_nodes=6, memory_dim=2)
     >>> group = LocalActorGroup(MemoryStoreWorker, [WorkerInit.of(cfg, s, 2) for s in (0, 1)])
@@ -60,7 +60,8 @@ from hetray.core.errors import MemoryStoreError
 from hetray.core.group import ActorGroup
 from hetray.mspipe.replay import ReplayLog
 from hetray.mspipe.staleness import Recovery
-from hetray.mspipe.store import MemoryStoreWorker, ServedRead, merge_reads, nid2shard, split_update
+from hetray.mspipe.store import ServedRead, merge_reads, nid2shard, split_update
+from hetray.mspipe.store_worker import MemoryStoreWorker
 from hetray.temporal.memory import MemoryRows, MemoryUpdate
 
 logger = logging.getLogger(__name__)

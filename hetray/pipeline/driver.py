@@ -11,10 +11,15 @@ actors. State machine of :meth:`PipelineDriver.step`::
     READY  --step ok-->  READY   (snapshot := every replica's state_dict, at step k+1)
     READY  --a replica dies or raises-->  FAILED   (StageFailedError names rank and replica)
     FAILED --recover() or the next step()-->  READY  (group.restart(): fresh replicas in the
-                                                     same places; snapshot loaded; the step
-                                                     counter rewound to it)
+                                                     same places; the newest checkpoint
+                                                     loaded; the step counter rewound to it)
 
-Snapshots live in the driver, so they survive the loss of a replica and its node.
+Where the state to recover from lives: with a :class:`~hetray.core.storage.CheckpointLog`
+(the run's ``--storage``), every replica writes its own part every ``checkpoint_every``
+steps and reads it back after a restart, so nothing passes through the driver and a run can
+also be resumed later by a new driver (:meth:`PipelineDriver.resume`). Without one, an
+in-process run may keep a snapshot in the driver after each step (``keep_state``); with
+neither, recovery restarts from the initial weights (the seed makes them equal) at step 0.
 
 Example:
     >>> from hetray.pipeline.run import RunConfig, TrainConfig, start
@@ -31,15 +36,16 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from hetray.cluster.spec import LinkClass, LinkSpec
-from hetray.core.errors import HetrayError, StageFailedError
+from hetray.core.errors import ConfigError, HetrayError, StageFailedError
 from hetray.core.group import ActorGroup
+from hetray.core.storage import CheckpointLog, Complete
 from hetray.pipeline.report import StepReport, summarize
 from hetray.pipeline.schedules import Schedule, build_streams
 from hetray.pipeline.stage import PipelineStage, StageGroupSpec, StageInfo
@@ -71,11 +77,17 @@ class PipelineDriver:
         spec: what the group runs.
         schedule: pipeline schedule.
         extra_warmup: extra warm-up forwards (virtual-1F1B only).
-        keep_state: snapshot every replica after each step (needed to resume).
+        keep_state: snapshot every replica into the driver after each step (without
+            ``checkpoints``).
+        checkpoints: the run's storage checkpoints (replicas write and read them).
+        checkpoint_every: steps between storage checkpoints (and at the last step).
+        max_failures: failed steps :meth:`run` recovers from before it raises.
     """
 
     def __init__(self, group: ActorGroup[PipelineStage], spec: StageGroupSpec, *,
-                 schedule: Schedule, extra_warmup: int = 0, keep_state: bool = True) -> None:
+                 schedule: Schedule, extra_warmup: int = 0, keep_state: bool = True,
+                 checkpoints: CheckpointLog | None = None, checkpoint_every: int = 1,
+                 max_failures: int = 2) -> None:
         layout = spec.layout
         self.group = group
         self.spec = spec
@@ -83,7 +95,11 @@ class PipelineDriver:
         self.endpoints = layout.endpoints()
         self.streams = build_streams(schedule, layout.num_ranks, layout.num_microbatches,
                                      layout.num_chunks, extra_warmup)
-        self.keep_state = keep_state
+        self.keep_state = keep_state and checkpoints is None
+        self.checkpoints = checkpoints
+        self.checkpoint_every = max(1, checkpoint_every)
+        self.max_failures = max_failures
+        self.failures = 0
         self.state = DriverState.READY
         self.step_index = 0
         self.generation = 0
@@ -113,50 +129,101 @@ class PipelineDriver:
             self.snapshot = self.checkpoint()
         return report
 
-    def run(self, batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-            progress: Callable[[StepReport], None] | None = None) -> list[StepReport]:
-        """One :meth:`step` per ``(tokens, targets)`` batch; ``progress`` sees each report.
+    def run(self, batch_at: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+            num_steps: int, progress: Callable[[StepReport], None] | None = None,
+            history: Sequence[StepReport] = ()) -> list[StepReport]:
+        """Train from :attr:`step_index` to ``num_steps``; ``batch_at(k)`` is step k's batch.
 
-        A step that fails is run once more after :meth:`recover` (fresh replicas, the last
-        snapshot restored), so a replica that dies loses no completed step: the result equals
-        an uninterrupted run's. Without ``keep_state`` there is no snapshot to resume from,
-        and the failure is raised.
+        A failed step is followed by :meth:`recover` (fresh replicas, the newest checkpoint
+        loaded, the steps since it run again), at most ``max_failures`` times in the run, so
+        a replica that dies loses no completed step: the result equals an uninterrupted
+        run's. With storage checkpoints, one is written every ``checkpoint_every`` steps and
+        after the last, holding the reports so far, before ``progress`` sees the step.
+
+        Args:
+            batch_at: int64 ``(tokens, targets)`` of shape ``(G, S)`` of a step index.
+            num_steps: steps of the whole run.
+            progress: sees each new step's report.
+            history: reports of the steps before :attr:`step_index` (a resumed run's).
 
         Raises:
-            StageFailedError: a step failed twice in a row, or once without ``keep_state``.
+            StageFailedError: a step failed after ``max_failures`` recoveries.
         """
-        reports = []
-        for tokens, targets in batches:
-            reports.append(self._step_once_more_on_failure(tokens, targets))
+        reports = list(history)
+        while self.step_index < num_steps:
+            try:
+                reports.append(self.step(*batch_at(self.step_index)))
+                if self.checkpoints is not None and (self.step_index % self.checkpoint_every == 0
+                                                     or self.step_index == num_steps):
+                    self.save(reports)
+            except StageFailedError as err:
+                self._count_failure(err)
+                self.recover()
+                del reports[self.step_index:]
+                continue
             if progress is not None:
                 progress(reports[-1])
         return reports
 
-    def _step_once_more_on_failure(self, tokens: torch.Tensor, targets: torch.Tensor
-                                   ) -> StepReport:
-        try:
-            return self.step(tokens, targets)
-        except StageFailedError as err:
-            if not self.keep_state:
-                raise
-            logger.warning("step %d failed (%s); recovering and running it again",
-                           self.step_index, err)
-            return self.step(tokens, targets)
+    def _count_failure(self, err: StageFailedError) -> None:
+        self.failures += 1
+        if self.failures > self.max_failures:
+            raise err
+        logger.warning("step %d failed (%s); recovering (failure %d of at most %d)",
+                       self.step_index, err, self.failures, self.max_failures)
+
+    def save(self, reports: Sequence[StepReport]) -> None:
+        """Every replica writes its state for :attr:`step_index`; then it is marked complete.
+
+        ``reports`` (the steps so far) are kept beside the parts, so a resumed run's report
+        continues the same curve.
+        """
+        log = self._log()
+        position = self.step_index
+        self._guarded(lambda: self.group.execute_each(
+            PipelineStage.save_to, [(log.storage, log.part_path(position, i))
+                                    for i in range(len(self.endpoints))]))
+        log.commit(position, len(self.endpoints),
+                   {"step": position, "reports": [r.to_record() for r in reports]})
+
+    def resume(self, complete: Complete) -> list[StepReport]:
+        """Load storage checkpoint ``complete`` into the replicas; the reports it holds.
+
+        The next step is the checkpoint's.
+        """
+        log = self._log()
+        if complete.parts != len(self.endpoints):
+            raise ConfigError("--resume", "checkpoint parts", complete.parts,
+                              f"{len(self.endpoints)}, one per replica of this pipeline")
+        self._guarded(lambda: self.group.execute_each(
+            PipelineStage.load_from, [(log.storage, log.part_path(complete.position, i))
+                                      for i in range(complete.parts)]))
+        self.step_index = complete.position
+        return [StepReport.from_record(r) for r in complete.meta["reports"]]
+
+    def _log(self) -> CheckpointLog:
+        if self.checkpoints is None:
+            raise RuntimeError("this driver has no storage checkpoints (no --storage)")
+        return self.checkpoints
 
     def recover(self) -> None:
-        """Replace every replica and restore the last snapshot (or the initial weights).
+        """Replace every replica and restore the newest checkpoint (or the initial weights).
 
-        The step counter rewinds to the snapshot's step.
+        The step counter rewinds to the checkpoint's step (0 without one).
         """
-        resume = self.snapshot.step if self.snapshot is not None else 0
+        latest = self.checkpoints.latest() if self.checkpoints is not None else None
+        resume = (latest.position if latest is not None
+                  else self.snapshot.step if self.snapshot is not None else 0)
         logger.warning("restarting %d stage replicas from step %d", len(self.endpoints),
                        resume)
         self.group.restart()
         self.generation += 1
-        if self.snapshot is not None:
+        self.state = DriverState.READY
+        if latest is not None:
+            self.resume(latest)
+        elif self.snapshot is not None:
             self.restore(self.snapshot)
         self.step_index = resume
-        self.state = DriverState.READY
 
     def checkpoint(self) -> Checkpoint:
         """Every replica's state now (a copy held by the driver)."""

@@ -57,6 +57,22 @@ class StepReport:
     bytes_by_link: dict[LinkClass, int]
     op_timings: dict[Endpoint, tuple[OpTiming, ...]]
 
+    def to_record(self) -> dict[str, Any]:
+        """JSON-valid fields, op timings left out (what a checkpoint keeps of the curve)."""
+        return {"step": self.step, "loss": self.loss, "step_s": self.step_s,
+                "tokens_per_s": self.tokens_per_s, "busy_fraction": list(self.busy_fraction),
+                "bytes_by_link": {k.value: v for k, v in self.bytes_by_link.items()}}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> StepReport:
+        """The report :meth:`to_record` wrote (no op timings)."""
+        return cls(step=int(record["step"]), loss=float(record["loss"]),
+                   step_s=float(record["step_s"]), tokens_per_s=float(record["tokens_per_s"]),
+                   busy_fraction=tuple(float(b) for b in record["busy_fraction"]),
+                   bytes_by_link={LinkClass(k): int(v)
+                                  for k, v in record["bytes_by_link"].items()},
+                   op_timings={})
+
 
 def summarize(step: int, stats: Sequence[WorkerStepStats], num_ranks: int,
               step_s: float) -> StepReport:

@@ -10,7 +10,7 @@ A :class:`RunConfig` is a frozen tree (YAML/JSON through :mod:`hetray.core.confi
       stages:   StageConfig per rank    layers (0: split evenly), row shares per replica,
                                         cluster, nodes, device model
       links:    EmulatedLink per class  link_class, latency_s, gbit_per_s
-    train:      TrainConfig             steps, seed, optimizer, keep_state
+    train:      TrainConfig             steps, seed, optimizer, checkpoints, failures
     resources:  ResourceConfig          CPUs / device units per replica, threads, timeouts
 
 :func:`start` turns it into a :class:`~hetray.pipeline.driver.PipelineDriver` over the stage
@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from hetray.accel.detect import CPU_MODEL
 from hetray.cluster.spec import LinkClass, LinkSpec
-from hetray.core.config import limited
+from hetray.core.config import config_to_dict, limited
 from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
 from hetray.core.errors import ConfigError, StageFailedError
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
+from hetray.core.storage import CheckpointLog, RunStorage, open_checkpoints
 from hetray.models.gpt_config import GPT_PRESETS, GPTConfig
 from hetray.pipeline.layout import Location, PipelineLayout, StageLayout, chunk_layer_ranges
 from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
@@ -59,6 +60,11 @@ logger = logging.getLogger(__name__)
 #: The model of a default run (a preset of :data:`~hetray.models.gpt.GPT_PRESETS`).
 DEFAULT_MODEL = "gpt-tiny"
 INTERLEAVED = (Schedule.INTERLEAVED, Schedule.VIRTUAL_1F1B)
+#: Most failed steps a run may recover from.
+MAX_FAILURES = 100
+#: Config fields a resumed run may change: how long it trains and how it recovers.
+RESUMABLE_CHANGES = frozenset({"train.steps", "train.checkpoint_every", "train.max_failures",
+                               "train.keep_state", "resources"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,8 +194,12 @@ class TrainConfig:
         steps: training steps of :func:`run`.
         seed: weight and data seed.
         optimizer: optimizer of every replica.
-        keep_state: snapshot every replica's state after each step (to resume after a
-            failure; costs a copy of the weights per step).
+        keep_state: without run storage, snapshot every replica's state into the driver
+            after each step (to recover from a failure; a copy of the weights per step).
+        checkpoint_every: with run storage, steps between checkpoints the replicas write
+            there themselves (and one after the last step).
+        max_failures: failed steps a run recovers from (from the newest checkpoint) before
+            it raises.
     """
 
     steps: int = limited("steps", 10)
@@ -197,10 +207,16 @@ class TrainConfig:
     optimizer: OptimizerConfig = field(
         default_factory=lambda: OptimizerConfig(kind=OptimizerKind.ADAM, lr=3e-3))
     keep_state: bool = True
+    checkpoint_every: int = limited("steps", 5)
+    max_failures: int = 2
 
     def __post_init__(self) -> None:
-        if self.steps < 1:
-            raise ConfigError("train", "steps", self.steps, ">= 1")
+        for name, low in (("steps", 1), ("checkpoint_every", 1)):
+            if getattr(self, name) < low:
+                raise ConfigError("train", name, getattr(self, name), f">= {low}")
+        if not 0 <= self.max_failures <= MAX_FAILURES:
+            raise ConfigError("train", "max_failures", self.max_failures,
+                              f"0 to {MAX_FAILURES}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -335,35 +351,49 @@ class _LocalWiring:
                              self._reducers[endpoint.rank])
 
 
-def start(config: RunConfig, backend: Backend | None = None) -> PipelineDriver:
-    """A driver over the stage group ``backend`` starts for ``config`` (None: local)."""
+def start(config: RunConfig, backend: Backend | None = None,
+          checkpoints: CheckpointLog | None = None) -> PipelineDriver:
+    """A driver over the group ``backend`` (None: local) starts; ``checkpoints``: storage's."""
     from hetray.pipeline.driver import PipelineDriver
 
     spec = config.group_spec()
     group = (backend or LocalBackend()).stages(spec)
+    train = config.train
     return PipelineDriver(group, spec, schedule=config.pipeline.schedule,
                           extra_warmup=config.pipeline.extra_warmup,
-                          keep_state=config.train.keep_state)
+                          keep_state=train.keep_state, checkpoints=checkpoints,
+                          checkpoint_every=train.checkpoint_every,
+                          max_failures=train.max_failures)
 
 
 def run(config: RunConfig, backend: Backend | None = None,
-        progress: Callable[[StepReport], None] | None = None) -> RunReport:
+        progress: Callable[[StepReport], None] | None = None, *,
+        storage: RunStorage | None = None, resume: bool = False) -> RunReport:
     """Train ``config.train.steps`` steps on synthetic data; one report per step.
 
     Args:
         config: what to run.
         backend: where the stages run (None: :class:`LocalBackend`).
-        progress: called with each step's report (observation only).
+        progress: called with each new step's report (observation only).
+        storage: the run's location (:mod:`hetray.core.storage`): replicas checkpoint
+            there every ``train.checkpoint_every`` steps (None: none outside the driver).
+        resume: continue the run ``storage`` holds from its newest complete checkpoint
+            (same config but for :data:`RESUMABLE_CHANGES`); the report holds every step.
 
     Raises:
-        StageFailedError: a stage failed twice in a row (the driver recovers once per
-            failed step from the last snapshot).
+        ConfigError: ``resume`` without a matching stored run, or a new run where one is.
+        StageFailedError: a stage failed after ``train.max_failures`` recoveries.
     """
     from hetray.pipeline.data import synthetic_batch
 
     seed = config.train.seed
-    batches = (synthetic_batch(config.model, config.global_batch, step, seed)
-               for step in range(config.train.steps))
-    with start(config, backend) as driver:
-        steps = driver.run(batches, progress)
+    log, complete = open_checkpoints(storage, "pipeline", config_to_dict(config),
+                                     resume=resume, may_differ=RESUMABLE_CHANGES)
+    with start(config, backend, log) as driver:
+        history = driver.resume(complete) if complete is not None else []
+        if complete is not None:
+            logger.info("resuming %s at step %d", storage.display(), complete.position)
+        steps = driver.run(lambda step: synthetic_batch(config.model, config.global_batch,
+                                                        step, seed),
+                           config.train.steps, progress, history)
     return RunReport(config=config, steps=tuple(steps))

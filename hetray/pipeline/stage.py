@@ -39,6 +39,8 @@ from hetray.accel.device import Device
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
 from hetray.core.errors import ConfigError
+from hetray.core.metrics import MetricSample
+from hetray.core.storage import RunStorage
 from hetray.models.gpt import GPTChunk
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.executor import StageWorker, WorkerStepStats
@@ -131,6 +133,8 @@ class PipelineStage:
             chunks=[GPTChunk(spec.model, *bounds[c * p + endpoint.rank], seed=spec.seed)
                     for c in range(v)],
             optimizer=spec.optimizer, transport=transport, reducer=reducer, device=self.device)
+        self._last: WorkerStepStats | None = None
+        self._bytes_sent: dict[LinkClass, int] = {}
 
     def run_step(self, step: int, stream: Sequence[Op], batch: ReplicaBatch) -> WorkerStepStats:
         """Run one training step of this replica (stream, all-reduce, optimizer step).
@@ -141,7 +145,25 @@ class PipelineStage:
             batch: this replica's rows (:func:`~hetray.pipeline.training.replica_batch`).
         """
         self.transport.check_deliveries()
-        return self.worker.step(step, stream, batch)
+        stats = self.worker.step(step, stream, batch)
+        self._last = stats
+        for link, num_bytes in stats.bytes_by_link.items():
+            self._bytes_sent[link] = self._bytes_sent.get(link, 0) + num_bytes
+        return stats
+
+    def metrics(self) -> list[MetricSample]:
+        """Step time, busy fraction, steps and bytes sent per link class (for monitoring)."""
+        last = self._last
+        samples = [MetricSample.of("bytes_sent_total", n, "Bytes this worker sent, by link class",
+                                   link_class=link.value)
+                   for link, n in sorted(self._bytes_sent.items(), key=lambda kv: kv[0].value)]
+        if last is not None:
+            samples += [
+                MetricSample.of("step_seconds", last.step_s, "Wall seconds of the last step"),
+                MetricSample.of("busy_fraction", last.busy_s / max(last.step_s, 1e-9),
+                                "Fraction of the last step spent in forward/backward ops"),
+                MetricSample.of("steps_total", last.step + 1, "Steps this worker has run")]
+        return samples
 
     def state_dict(self) -> dict[str, Any]:
         """Chunk parameters and optimizer state (a deep copy)."""
@@ -150,6 +172,14 @@ class PipelineStage:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.worker.load_state_dict(state)
+
+    def save_to(self, storage: RunStorage, rel: str) -> None:
+        """Write :meth:`state_dict` to ``rel`` of the run's storage (from this replica)."""
+        storage.save_tensors(rel, self.worker.state_dict())
+
+    def load_from(self, storage: RunStorage, rel: str) -> None:
+        """Restore what :meth:`save_to` wrote (read by this replica, ``weights_only``)."""
+        self.worker.load_state_dict(storage.load_tensors(rel))
 
     def named_parameters(self) -> dict[str, torch.Tensor]:
         """Parameters under the full model's names (CPU copies)."""

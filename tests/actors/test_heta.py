@@ -7,6 +7,7 @@ from contextlib import contextmanager
 import pytest
 from hetray.actors.heta import RayBackend
 
+from hetray.core.storage import RunStorage
 from hetray.graph import synthetic_mag
 from hetray.heta.config import ConvKind, HolderConfig, Mode, TrainConfig
 from hetray.heta.driver import HetaDriver
@@ -32,7 +33,7 @@ def graph():
 def ray_holders(graph, cfg: HolderConfig, tmp_path, **driver_options):
     group = RayBackend().holders(graph, cfg, shared_owners(graph, cfg), holder_cpus=1)
     try:
-        yield HetaDriver(group, graph, cfg, checkpoint_dir=tmp_path, **driver_options)
+        yield HetaDriver(group, graph, cfg, storage=RunStorage.of(str(tmp_path)), **driver_options)
     finally:
         group.shutdown()
 

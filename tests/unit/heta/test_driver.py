@@ -11,6 +11,7 @@ import pytest
 
 from hetray.core.config import config_to_yaml, load_config
 from hetray.core.errors import ConfigError, PartitionHolderError
+from hetray.core.storage import RunStorage
 from hetray.graph import synthetic_mag
 from hetray.heta.config import ConvKind, HolderConfig, LinkConfig, Mode, RunConfig
 from hetray.heta.driver import HetaDriver
@@ -38,7 +39,7 @@ def graph():
 def local_holders(graph, cfg: HolderConfig, tmp_path, **driver_options):
     group = LocalBackend().holders(graph, cfg, shared_owners(graph, cfg), holder_cpus=1)
     try:
-        yield HetaDriver(group, graph, cfg, checkpoint_dir=tmp_path, **driver_options)
+        yield HetaDriver(group, graph, cfg, storage=RunStorage.of(str(tmp_path)), **driver_options)
     finally:
         group.shutdown()
 
@@ -88,6 +89,27 @@ def test_killed_local_holder_recovers_from_the_checkpoint(graph, tmp_path):
         assert driver.generation == 1
         assert driver.epoch == EPOCHS
         assert driver.health_check() == [0, 1]
+        assert_same(single_process(graph, train, EPOCHS)[0].parameters(),
+                    holder_parameters(driver))
+
+
+def test_a_new_driver_resumes_a_dead_run_from_storage_exactly(graph, tmp_path):
+    """Holders write their own parts; a driver started later continues mid-epoch, exactly."""
+    train = exact_config(ConvKind.RGCN)
+    cfg = HolderConfig(mode=Mode.RAF, train=train, num_partitions=2)
+    with local_holders(graph, cfg, tmp_path, checkpoint_every=2, max_restarts=0) as driver:
+        driver.history.append(driver.run_epoch())  # as run() does
+        for _ in range(3):
+            assert driver.step()
+        driver.group.kill(0)
+        with pytest.raises(PartitionHolderError):
+            driver.step()
+    with local_holders(graph, cfg, tmp_path) as driver:
+        latest = driver.log.latest()
+        driver.resume(latest)
+        assert (driver.epoch, driver.batch) == (1, 2)
+        assert [r.epoch for r in driver.history] == [0]
+        assert driver.run_epoch().epoch == 1
         assert_same(single_process(graph, train, EPOCHS)[0].parameters(),
                     holder_parameters(driver))
 

@@ -18,8 +18,12 @@ from hetray.mspipe import (
     StoreConfig,
     TrainConfig,
 )
-from hetray.mspipe.storage import CHECKPOINT_SUBDIR, RunStorage, leftover_checkpoints
-from hetray.mspipe.store import checkpoint_path
+from hetray.mspipe.storage import (
+    CHECKPOINT_SUBDIR,
+    RunStorage,
+    checkpoint_path,
+    leftover_checkpoints,
+)
 from hetray.temporal import SyntheticConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -13,8 +13,10 @@ from hetray.core.errors import MemoryStoreError
 from hetray.core.group import WorkerInit
 from hetray.core.local_group import LocalActorGroup
 from hetray.mspipe.staleness import Recovery
-from hetray.mspipe.store import MemoryShard, MemoryStoreWorker, checkpoint_path, shard_failure
+from hetray.mspipe.storage import checkpoint_path
+from hetray.mspipe.store import MemoryShard
 from hetray.mspipe.store_client import MemoryStoreClient
+from hetray.mspipe.store_worker import MemoryStoreWorker, shard_failure
 from hetray.temporal.memory import MemoryConfig, MemoryUpdate
 
 CFG = MemoryConfig(num_nodes=12, memory_dim=2, edge_feat_dim=0, mailbox_size=1)

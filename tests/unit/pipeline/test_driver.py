@@ -5,14 +5,16 @@ the driver's failure -> recover -> resume state machine against the single-proce
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 import torch
 
 from hetray.cluster.spec import LinkClass
-from hetray.core.config import config_to_yaml, load_config
+from hetray.core.config import config_to_dict, config_to_yaml, load_config
 from hetray.core.errors import ConfigError, StageFailedError
+from hetray.core.storage import CheckpointLog, RunStorage, start_run
 from hetray.models.gpt import build_gpt
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.data import synthetic_batch
@@ -98,13 +100,13 @@ def test_run_redoes_a_step_a_dead_replica_failed_and_equals_an_uninterrupted_run
     config = _config(steps=3)
     batches = [synthetic_batch(MODEL, config.global_batch, step, seed=3) for step in range(3)]
     with start(config) as driver:
-        uninterrupted = [r.loss for r in driver.run(batches)]
+        uninterrupted = [r.loss for r in driver.run(batches.__getitem__, 3)]
     with start(config) as driver:
         victim = driver.endpoints.index(Endpoint(1, 0))
         def kill_after_first(step: StepReport) -> None:
             if step.step == 0:
                 driver.group.kill(victim)
-        interrupted = driver.run(batches, kill_after_first)
+        interrupted = driver.run(batches.__getitem__, 3, kill_after_first)
         assert driver.generation == 1
     assert [r.step for r in interrupted] == [0, 1, 2]
     assert [r.loss for r in interrupted] == pytest.approx(uninterrupted, abs=1e-6)
@@ -151,3 +153,44 @@ def test_config_round_trips_through_yaml_and_rejects_bad_fields(tmp_path):
     with pytest.raises(ConfigError, match="num_chunks"):
         PipelineConfig(schedule=Schedule.GPIPE, num_chunks=2)
     assert RunConfig().layout().stages[0].chunk_layers == ((0, 1), (2, 3))  # even split, v = 2
+
+
+def test_replicas_checkpoint_to_storage_and_a_resumed_run_continues_the_same_curve(tmp_path):
+    """A run killed mid-way (no failures allowed) and resumed from its storage equals one run."""
+    config = _config(steps=5, checkpoint_every=2, max_failures=0)
+    uninterrupted = [r.loss for r in run(config).steps]
+    storage = RunStorage.of(str(tmp_path / "run"))
+    start_run(storage, "pipeline", config_to_dict(config), resume=False)
+    batches = [synthetic_batch(MODEL, config.global_batch, step, seed=3) for step in range(5)]
+    with start(config, checkpoints=CheckpointLog(storage)) as driver:
+        def kill_at_three(step: StepReport) -> None:
+            if step.step == 2:
+                driver.group.kill(driver.endpoints.index(Endpoint(1, 1)))
+        with pytest.raises(StageFailedError):
+            driver.run(batches.__getitem__, 5, kill_at_three)
+    assert CheckpointLog(storage).latest().position == 2
+    with pytest.raises(ConfigError, match="holds one"):
+        run(config, storage=storage)
+    with pytest.raises(ConfigError, match=r"train\.seed"):
+        run(replace(config, train=replace(config.train, seed=4)), storage=storage, resume=True)
+    resumed = run(config, storage=storage, resume=True)
+    assert [r.step for r in resumed.steps] == [0, 1, 2, 3, 4]
+    assert [r.loss for r in resumed.steps] == pytest.approx(uninterrupted, abs=1e-6)
+    assert CheckpointLog(storage).latest().position == 5
+
+
+def test_a_failed_step_recovers_from_the_storage_checkpoint_within_max_failures(tmp_path):
+    config = _config(steps=4, checkpoint_every=2, max_failures=1)
+    uninterrupted = [r.loss for r in run(config).steps]
+    storage = RunStorage.of(str(tmp_path / "run"))
+    batches = [synthetic_batch(MODEL, config.global_batch, step, seed=3) for step in range(4)]
+    seen: list[int] = []
+    with start(config, checkpoints=CheckpointLog(storage)) as driver:
+        def kill_once_after_step_two(step: StepReport) -> None:
+            seen.append(step.step)
+            if seen == [0, 1, 2]:
+                driver.group.kill(driver.endpoints.index(Endpoint(0, 0)))
+        reports = driver.run(batches.__getitem__, 4, kill_once_after_step_two)
+        assert (driver.generation, driver.failures, driver.snapshot) == (1, 1, None)
+    assert seen == [0, 1, 2, 2, 3]  # rewound to the checkpoint after step 1
+    assert [r.loss for r in reports] == pytest.approx(uninterrupted, abs=1e-6)
