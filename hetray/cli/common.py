@@ -74,7 +74,7 @@ def resolve_storage(system: str, storage: str | None, resume: bool) -> RunStorag
     if resume and storage is None:
         raise click.UsageError("--resume needs --storage: the location of the run to resume")
     where = RunStorage.of(storage if storage is not None else default_run_uri(system))
-    click.echo(f"run storage: {where.uri}{' (resuming)' if resume else ''}", err=True)
+    click.echo(f"run storage: {where.display()}{' (resuming)' if resume else ''}", err=True)
     return where
 
 

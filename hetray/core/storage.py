@@ -3,7 +3,8 @@
 A run's files live under one ``--storage`` location, a local path (``~`` and relative paths
 are made absolute **on the driver**, so every actor gets the same string) or any
 ``pyarrow.fs`` URI (``s3://bucket/runs/x``, ``gs://...``, ``hdfs://...``; an S3-compatible
-server takes ``?endpoint_override=host:port&scheme=http``). As with Ray Train's
+server takes ``?endpoint_override=host:port&scheme=http``; credentials come from the nodes'
+environment or ``s3://KEY:SECRET@bucket/...``, which messages never show). As with Ray Train's
 ``storage_path``, the location must be reachable from every node that runs an actor of the
 run (a shared file system or an object store): actors write their own checkpoint parts, the
 driver never relays them. Layout::
@@ -36,6 +37,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -70,6 +72,11 @@ def default_run_uri(system: str) -> str:
     return str(Path(DEFAULT_ROOT).expanduser() / f"{system}-{stamp}-{uuid.uuid4().hex[:6]}")
 
 
+def _redacted(uri: str) -> str:
+    """``uri`` with the credentials of ``scheme://KEY:SECRET@...`` replaced by ``***``."""
+    return re.sub(r"^([a-z0-9+.-]+://)[^/@]*@", r"\1***@", uri)
+
+
 @lru_cache(maxsize=16)
 def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     import pyarrow as pa
@@ -80,8 +87,8 @@ def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     try:
         return pafs.FileSystem.from_uri(uri)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as err:
-        raise ConfigError(_FIELD, "uri", uri, f"a local path or a pyarrow.fs URI ({err})"
-                          ) from err
+        raise ConfigError(_FIELD, "uri", _redacted(uri),
+                          f"a local path or a pyarrow.fs URI ({err})") from err
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +120,11 @@ class RunStorage:
         return fs, f"{base.rstrip('/')}/{rel}" if rel else base
 
     def display(self, rel: str = "") -> str:
-        """``uri/rel`` for messages."""
-        return f"{self.uri.rstrip('/')}/{rel}" if rel else self.uri
+        """``uri/rel`` for messages, credentials in the URI (``s3://key:secret@...``) hidden."""
+        shown = _redacted(self.uri)
+        base, query = shown.partition("?")[::2]
+        path = f"{base.rstrip('/')}/{rel}" if rel else base
+        return f"{path}?{query}" if query else path
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Write ``data`` to ``rel`` (parents made); a local file appears whole or not at all."""
@@ -268,13 +278,13 @@ def start_run(storage: RunStorage, system: str, config: dict[str, Any], *,
     stored = storage.read_json(MANIFEST) if storage.exists(MANIFEST) else None
     if not resume:
         if stored is not None:
-            raise ConfigError(_FIELD, "uri", storage.uri,
+            raise ConfigError(_FIELD, "uri", storage.display(),
                               "a location with no run yet (this one holds one: add --resume to "
                               "continue it, or choose another --storage)")
         storage.write_json(MANIFEST, {"system": system, "config": config})
         return None
     if stored is None or stored.get("system") != system:
-        raise ConfigError("--resume", "storage", storage.uri,
+        raise ConfigError("--resume", "storage", storage.display(),
                           f"a --storage that holds a {system} run ({MANIFEST} missing or not "
                           f"{system}'s)")
     _check_same(stored["config"], json.loads(json.dumps(config)), "", may_differ)

@@ -3,6 +3,8 @@ GPU + accelerator_type:H100 (as a plain ``ray start`` on a GPU machine)."""
 
 from __future__ import annotations
 
+import gc
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -50,3 +52,17 @@ def hetero_cluster() -> Iterator[HeteroCluster]:
         runtime.disconnect()
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _collect_cluster_leftovers() -> Iterator[None]:
+    """Collect the socket ``ray.cluster_utils`` leaves behind before pytest's session ends.
+
+    A module's leftovers are otherwise reported (as an error, under ``filterwarnings =
+    error``) at the next test's setup, or at the end of the session for the last module,
+    outside every module's ``filterwarnings`` mark.
+    """
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()

@@ -184,3 +184,31 @@ def _scrape_until(url: str, needle: str, timeout_s: float) -> str:
         time.sleep(0.5)
     raise AssertionError(f"{needle} not exported within {timeout_s} s; {os.linesep}"
                          f"{text[-2000:]}")
+
+
+@pytest.fixture
+def s3_uri() -> Iterator[str]:
+    """An ``s3://`` run location on a moto S3 server on loopback (skips without moto)."""
+    server_module = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield (f"s3://hetray:test-secret@runs/llm?endpoint_override={host}:{port}&scheme=http"
+               "&region=us-east-1&allow_bucket_creation=true")
+    finally:
+        server.stop()
+
+
+def test_stage_actors_checkpoint_to_an_s3_uri_and_a_longer_run_resumes_there(
+        two_nodes, s3_uri):
+    storage = RunStorage.of(s3_uri)
+    config = _pipeline_config(steps=2, checkpoint_every=1)
+    first = run(config, PipelineBackend(), storage=storage)
+    longer = replace(config, train=replace(config.train, steps=3))
+    resumed = run(longer, PipelineBackend(), storage=storage, resume=True)
+    assert CheckpointLog(storage).latest().position == 3
+    assert [r.loss for r in resumed.steps[:2]] == [r.loss for r in first.steps]
+    assert [r.loss for r in resumed.steps] == pytest.approx(
+        [r.loss for r in run(longer).steps], abs=1e-5)
+    assert "test-secret" not in storage.display()
