@@ -1,41 +1,16 @@
 """Pipeline schedules on Ray stage actors across an emulated slow cross-cluster link.
 
-Writes ``benchmarks/results/pipeline.json`` and ``benchmarks/results/pipeline_measurements.json``
-(per-step ``kind="step"`` records in the planner's measurement format, the training data of
-its random forest). Run: ``python benchmarks/pipeline.py`` (embedded local Ray; a few
-minutes).
-
-Setup: one GPT (4 layers, width ``--hidden`` 64, 64 tokens, 4 sequences per micro-batch,
-``m = 16``; a few ms per chunk, so the 20 ms link matters) and one plan, ``p = 2`` stages,
-one per "cluster" (``site-a``, ``site-b``, one CPU stage actor each, one torch thread
-each), joined by the cross-cluster link of
-:func:`hetray.planner.handoff.local_spec` (20 ms + 1 Gbit/s by default), emulated on the
-sender's side off the compute thread. Each schedule's run config comes from the plan
-through :func:`hetray.planner.handoff.pipeline_config`, and its stage actors from the
-pipeline run API (:func:`hetray.pipeline.run.start` on ``hetray.actors.pipeline.RayBackend``).
-GPipe, 1F1B, interleaved (``v = 2``) and Virtual-1F1B
-(interleaved ``v = 2`` plus ``virtual_extra_warmup`` extra warm-up forwards, sized from the
-measured chunk compute time and the link's round trip) run on the same stage-actor code,
-transport and placement; only the instruction streams differ. Each schedule's actors run
-every step twice, with the link emulated ("on") and without it ("off", same actors), and
-the steps of all schedules are taken round-robin, so drifts in machine load hit every
-schedule alike. Warm-up steps are dropped; the step time is the median of the measured
-steps (wall time of ``PipelineDriver.step``).
-
-Definitions (all per training step)::
-
-    speedup_v1f1b_over_1f1b = step(1F1B, on) / step(Virtual-1F1B, on)
-    link_time_s   = sum over messages on the slow link of (alpha + bytes / beta)
-    exposed_s     = step(schedule, on) - step(schedule, off)
-    link_hidden_fraction = clip(1 - exposed_s / link_time_s, 0, 1)   (Virtual-1F1B)
-
-Simulator check: each schedule's step time is predicted by
-:func:`hetray.pipeline.simulator.simulate_streams` on the streams the actors ran, fed with
-the run's measured mean forward / backward seconds per chunk and rank (from the executor's
-per-op timings), the link's alpha / beta plus a per-message local overhead ``eps``, plus the
-run's measured non-pipeline time (gradient reduce, optimizer, dispatch). ``eps`` is fitted
-on the link-off runs only; ``simulator_mape_pct`` is the mean absolute percentage error
-over the four link-on runs, which the fit never saw.
+Writes ``benchmarks/results/pipeline.json`` and ``pipeline_measurements.json`` (per-step
+planner measurement records). Run: ``python benchmarks/pipeline.py`` (embedded local Ray; a
+few minutes; ``--load-procs 1`` runs a CPU-bound process beside it). A GPT of 4 layers on
+``p = 2`` one-CPU stage actors, one per "site", joined by the 20 ms + 1 Gbit/s link of
+:func:`hetray.planner.handoff.local_spec`, emulated off the compute thread. GPipe, 1F1B,
+interleaved (``v = 2``) and Virtual-1F1B run the same actor code; only the instruction
+streams differ. Every schedule runs each step with the link on and off, all round-robin.
+The headline ratios are medians of per-round ratios (:func:`hetray.pipeline.measure.
+median_ratio`); activation memory is measured per chunk and counted over each schedule's
+stream (:mod:`hetray.pipeline.activation_memory`). Every key is defined in docs/pipeline.md
+("Benchmark"), with why the benchmark used to be fragile under load.
 """
 
 from __future__ import annotations
@@ -46,6 +21,7 @@ import json
 import logging
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -58,39 +34,34 @@ from hetray import runtime
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.config import with_overrides
 from hetray.models.gpt_config import GPTConfig
+from hetray.pipeline.activation_memory import cap_plan, chunk_activation_bytes
 from hetray.pipeline.data import synthetic_batch
 from hetray.pipeline.driver import PipelineDriver
+from hetray.pipeline.measure import (
+    compute_means,
+    hidden_fraction,
+    median_ratio,
+    predict_step_s,
+)
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.report import StepReport
 from hetray.pipeline.run import ResourceConfig, RunConfig, TrainConfig, start
-from hetray.pipeline.schedules import OpKind, Schedule, build_streams, virtual_extra_warmup
-from hetray.pipeline.simulator import PipelineTimings, Transfer, simulate_streams
+from hetray.pipeline.schedules import Schedule, virtual_extra_warmup
+from hetray.pipeline.simulator import PipelineTimings, Transfer
 from hetray.planner.handoff import FAST_LINK, local_spec, pipeline_config, step_records
 from hetray.planner.measurements import Measurement, save_measurements
 from hetray.planner.plan import DeviceGroup, Plan, StagePlan
+from hetray.planner.refit import measured_plan, refit_errors
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SCHEDULES = (Schedule.GPIPE, Schedule.ONE_F_ONE_B, Schedule.INTERLEAVED, Schedule.VIRTUAL_1F1B)
 _NO_LINK = LinkSpec(latency_s=0.0, bandwidth_bytes_per_s=1e15)
-EPS_GRID_S = tuple(i * 2.5e-4 for i in range(41))
+EPS_GRID_S = tuple(i * 5e-4 for i in range(81))  # up to 40 ms: a loaded host needs more
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStats:
-    """One schedule in one link setting.
-
-    Attributes:
-        schedule: the schedule.
-        link_on: whether the slow link was emulated.
-        extra_warmup: extra warm-up forwards used.
-        step_s: measured step seconds (warm-up steps dropped).
-        forward_s: ``(p,)`` mean forward seconds of one micro-batch through a rank (all chunks).
-        backward_s: ``(p,)`` same for backward.
-        overhead_s: median step time outside the instruction streams (reduce, optimizer,
-            dispatch).
-        link_time_s: emulated link seconds charged per step (sum over messages).
-        records: the steps as planner measurements.
-    """
+    """One schedule in one link setting (per-rank times ``(p,)``, per micro-batch)."""
 
     schedule: Schedule
     link_on: bool
@@ -120,6 +91,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--gbit", type=float, default=1.0, help="link bandwidth, Gbit/s")
     parser.add_argument("--extra-warmup", type=int, default=-1, help="-1: virtual_extra_warmup")
     parser.add_argument("--hidden", type=int, default=64, help="model width D (F = 4 D)")
+    parser.add_argument("--load-procs", type=int, default=0, help="CPU-bound processes beside")
     parser.add_argument("--out", type=Path, default=RESULTS / "pipeline.json")
     parser.add_argument("--measurements-out", type=Path,
                         default=RESULTS / "pipeline_measurements.json")
@@ -129,8 +101,12 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def bench_plan(schedule: Schedule, args: argparse.Namespace) -> Plan:
-    """Two stages, one per site, two layers each; ``v = 2`` for interleaved schedules."""
+def bench_plan(schedule: Schedule, args: argparse.Namespace, microbatches: int = 0) -> Plan:
+    """Two stages, one per site, two layers each; ``v = 2`` for interleaved schedules.
+
+    ``microbatches``: ``m`` of this plan (0: ``args.microbatches``), same micro-batch size.
+    """
+    m = microbatches or args.microbatches
     def stage(site: str, first: int) -> StagePlan:
         group = DeviceGroup(cluster=site, node_group="cpu", device_model="CPU", first_device=0,
                             count=1)
@@ -138,33 +114,21 @@ def bench_plan(schedule: Schedule, args: argparse.Namespace) -> Plan:
 
     v = 2 if schedule in (Schedule.INTERLEAVED, Schedule.VIRTUAL_1F1B) else 1
     return Plan(stages=(stage("site-a", 0), stage("site-b", 2)),
-                global_batch=args.microbatches * args.microbatch_size,
-                num_microbatches=args.microbatches, num_chunks=v, schedule=schedule)
-
-
-def _compute_means(reports: list[StepReport], p: int, v: int) -> tuple[tuple[float, ...], ...]:
-    """``(forward_s, backward_s)``, each ``(p,)``: per micro-batch through a whole rank."""
-    out = []
-    for kind in (OpKind.FORWARD, OpKind.BACKWARD):
-        per_rank = []
-        for rank in range(p):
-            times = [t.end_s - t.start_s for r in reports for e, ops in r.op_timings.items()
-                     if e.rank == rank for t in ops if t.op.kind is kind]
-            per_rank.append(v * statistics.mean(times))
-        out.append(tuple(per_rank))
-    return out[0], out[1]
+                global_batch=m * args.microbatch_size, num_microbatches=m, num_chunks=v,
+                schedule=schedule)
 
 
 def run_config(schedule: Schedule, link: LinkSpec, extra: int,
-               args: argparse.Namespace) -> RunConfig:
+               args: argparse.Namespace, microbatches: int = 0) -> RunConfig:
     """The two-site plan's run config for ``schedule``, the slow link emulated.
 
-    SGD (lr 0.1), no snapshots, a quarter CPU and device unit per stage actor.
+    SGD (lr 0.1), no snapshots, a fifth of a CPU and device unit per stage actor (five
+    pipelines of two actors share the two CPUs Ray sees).
     """
     base = RunConfig(model=args.model,
                      train=TrainConfig(seed=0, optimizer=OptimizerConfig(), keep_state=False),
-                     resources=ResourceConfig(cpus_per_replica=0.25, device_units=0.25))
-    config = pipeline_config(bench_plan(schedule, args), local_spec(link), base)
+                     resources=ResourceConfig(cpus_per_replica=0.2, device_units=0.2))
+    config = pipeline_config(bench_plan(schedule, args, microbatches), local_spec(link), base)
     extra = extra if schedule is Schedule.VIRTUAL_1F1B else 0
     return with_overrides(config, {"pipeline.extra_warmup": extra}, "benchmark")
 
@@ -185,9 +149,12 @@ def sized_extra_warmup(driver: PipelineDriver, link: LinkSpec,
     """Virtual-1F1B extra warm-up from the interleaved run's measured chunk time."""
     if args.extra_warmup >= 0:
         return int(args.extra_warmup)
-    reports = [timed_step(driver, link, step)[0] for step in range(max(2, args.warmup_steps))]
-    forward_s, backward_s = _compute_means(reports[-1:], 2, 2)  # the first step runs cold
-    chunk_s = max(f + b for f, b in zip(forward_s, backward_s, strict=True)) / 2
+    reports = [timed_step(driver, link, step)[0] for step in range(max(3, args.warmup_steps))]
+    # the quietest step's chunk time (the first runs cold): a step slowed by other processes
+    # overstates the chunk time and so under-sizes the warm-up, exposing the link, while
+    # extra warm-up beyond what is needed costs activation memory, not time
+    chunk_s = min(max(f + b for f, b in zip(*compute_means([r], 2, 2), strict=True)) / 2
+                  for r in reports[1:])
     num_bytes = args.microbatch_size * args.model.seq_len * args.model.hidden * 4
     return virtual_extra_warmup(2 * link.transfer_time_s(num_bytes), chunk_s)
 
@@ -197,7 +164,7 @@ def to_stats(schedule: Schedule, link_on: bool, samples: list[tuple[StepReport, 
     """Fold one (schedule, link setting)'s measured steps into :class:`RunStats`."""
     reports = [r for r, _ in samples]
     plan = bench_plan(schedule, args)
-    forward_s, backward_s = _compute_means(reports, 2, plan.num_chunks)
+    forward_s, backward_s = compute_means(reports, 2, plan.num_chunks)
     overhead = statistics.median(
         r.step_s - max(ops[-1].end_s for ops in r.op_timings.values()) for r in reports)
     step_s = tuple(r.step_s for r in reports)
@@ -214,16 +181,13 @@ def to_stats(schedule: Schedule, link_on: bool, samples: list[tuple[StepReport, 
 def predict_s(run: RunStats, link: LinkSpec, eps_s: float, args: argparse.Namespace) -> float:
     """Simulated step seconds of ``run`` (see the module docstring)."""
     plan = bench_plan(run.schedule, args)
-    num_bytes = args.microbatch_size * args.model.seq_len * args.model.hidden * 4
     wire = link if run.link_on else _NO_LINK
     hop = Transfer(latency_s=wire.latency_s + eps_s, bytes_per_s=wire.bandwidth_bytes_per_s,
-                   num_bytes=num_bytes)
+                   num_bytes=args.microbatch_size * args.model.seq_len * args.model.hidden * 4)
     timings = PipelineTimings(forward_s=run.forward_s, backward_s=run.backward_s,
                               num_microbatches=plan.num_microbatches,
                               num_chunks=plan.num_chunks, hops=(hop,), wrap=hop)
-    streams = build_streams(run.schedule, 2, plan.num_microbatches, plan.num_chunks,
-                            run.extra_warmup)
-    return simulate_streams(timings, streams).makespan_s + run.overhead_s
+    return predict_step_s(run.schedule, timings, run.extra_warmup, run.overhead_s)
 
 
 def mape_pct(runs: list[RunStats], link: LinkSpec, eps_s: float,
@@ -233,20 +197,57 @@ def mape_pct(runs: list[RunStats], link: LinkSpec, eps_s: float,
                                  for r in runs)
 
 
-def run_all(link: LinkSpec, args: argparse.Namespace) -> dict[bool, dict[Schedule, RunStats]]:
+def chunk_bytes(schedule: Schedule, args: argparse.Namespace) -> tuple[int, ...]:
+    """``(p v,)`` measured activation bytes of one micro-batch per virtual stage."""
+    v = bench_plan(schedule, args).num_chunks
+    per = args.model.num_layers // (2 * v)
+    return tuple(chunk_activation_bytes(args.model, q * per, (q + 1) * per,
+                                        args.microbatch_size) for q in range(2 * v))
+
+
+def memory_plan(extra: int, args: argparse.Namespace) -> dict[Schedule, tuple[int, int]]:
+    """Per schedule: ``(peak activation bytes, m' under the cap)``; cap = Virtual-1F1B's peak."""
+    return cap_plan({s: chunk_bytes(s, args) for s in SCHEDULES}, 2, args.microbatches, extra,
+                    Schedule.VIRTUAL_1F1B)
+
+
+@dataclass(slots=True)
+class Rounds:
+    """Measured steps of every run, in round order (round ``k`` of each run ran together)."""
+
+    samples: dict[tuple[bool, Schedule], list[tuple[StepReport, float]]]
+    capped: dict[Schedule, list[float]]
+    memory: dict[Schedule, tuple[int, int]]
+    extra: int
+
+
+def _start_capped(memory: dict[Schedule, tuple[int, int]], link: LinkSpec, extra: int,
+                  args: argparse.Namespace) -> dict[Schedule, PipelineDriver]:
+    """Drivers for the schedules that need fewer micro-batches per pass under the cap."""
+    return {s: start(run_config(s, link, extra, args, microbatches=m), RayBackend())
+            for s, (_, m) in memory.items() if 0 < m < args.microbatches}
+
+
+def run_all(link: LinkSpec, args: argparse.Namespace) -> Rounds:
     """Every schedule, link on and off, steps interleaved round-robin so load drifts hit all.
 
     Virtual-1F1B's extra warm-up is sized once, from the interleaved run's warm-up steps.
+    The schedules that must run fewer micro-batches per pass under the memory cap run that
+    configuration too (link on), in the same rounds.
     """
     drivers: dict[Schedule, PipelineDriver] = {}
-    samples: dict[tuple[bool, Schedule], list[tuple[StepReport, float]]] = {
-        (on, s): [] for on in (True, False) for s in SCHEDULES}
-    extra = 0
+    capped: dict[Schedule, PipelineDriver] = {}
+    rounds = Rounds(samples={(on, s): [] for on in (True, False) for s in SCHEDULES},
+                    capped={}, memory={}, extra=0)
     try:
         for schedule in SCHEDULES:
-            drivers[schedule] = start(run_config(schedule, link, extra, args), RayBackend())
+            drivers[schedule] = start(run_config(schedule, link, rounds.extra, args),
+                                      RayBackend())
             if schedule is Schedule.INTERLEAVED:
-                extra = sized_extra_warmup(drivers[schedule], link, args)
+                rounds.extra = sized_extra_warmup(drivers[schedule], link, args)
+        rounds.memory = memory_plan(rounds.extra, args)
+        capped = _start_capped(rounds.memory, link, rounds.extra, args)
+        rounds.capped = {s: [] for s in capped}
         for step in range(args.warmup_steps + args.steps):
             print(f"[phase] step {step + 1}/{args.warmup_steps + args.steps} of every schedule, "
                   "link on and off", file=sys.stderr, flush=True)
@@ -254,17 +255,55 @@ def run_all(link: LinkSpec, args: argparse.Namespace) -> dict[bool, dict[Schedul
                 for link_on in (True, False):
                     sample = timed_step(driver, link if link_on else None, step)
                     if step >= args.warmup_steps:
-                        samples[(link_on, schedule)].append(sample)
+                        rounds.samples[(link_on, schedule)].append(sample)
+            for schedule, driver in capped.items():
+                report, _ = timed_step(driver, link, step)
+                if step >= args.warmup_steps:
+                    rounds.capped[schedule].append(report.step_s)
     finally:
-        for driver in drivers.values():
+        for driver in [*drivers.values(), *capped.values()]:
             driver.shutdown()
-    return {on: {s: to_stats(s, on, samples[(on, s)], extra, args) for s in SCHEDULES}
-            for on in (True, False)}
+    return rounds
 
 
-def summarize_runs(runs: dict[bool, dict[Schedule, RunStats]], link: LinkSpec,
-                   args: argparse.Namespace) -> dict[str, Any]:
-    """Ratios, hidden fraction, simulator error and raw numbers, JSON-ready."""
+def stats_of(rounds: Rounds, args: argparse.Namespace) -> dict[bool, dict[Schedule, RunStats]]:
+    """:class:`RunStats` per link setting and schedule."""
+    return {on: {s: to_stats(s, on, rounds.samples[(on, s)], rounds.extra, args)
+                 for s in SCHEDULES} for on in (True, False)}
+
+
+def round_ratio(rounds: Rounds, slow: Schedule, fast: Schedule) -> float:
+    """Median over rounds of ``step(slow) / step(fast)``, link on (load cancels per round)."""
+    return median_ratio([r.step_s for r, _ in rounds.samples[(True, slow)]],
+                        [r.step_s for r, _ in rounds.samples[(True, fast)]])
+
+
+def memory_cells(rounds: Rounds, on: dict[Schedule, RunStats],
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """Peak activation bytes per schedule and tokens/s at Virtual-1F1B's activation peak."""
+    tokens = args.microbatch_size * args.model.seq_len
+    out: dict[str, Any] = {"cap_bytes": rounds.memory[Schedule.VIRTUAL_1F1B][0]}
+    for schedule, (peak, m) in rounds.memory.items():
+        steps = on[schedule].step_s if m == args.microbatches else rounds.capped.get(schedule)
+        out[schedule.value] = {"microbatches_per_pass": m, "peak_activation_bytes": peak,
+                               "tokens_per_s": m * tokens / statistics.median(steps) if m else 0.0}
+    return out
+
+
+def refit_cell(rounds: Rounds, runs: dict[bool, dict[Schedule, RunStats]], link: LinkSpec,
+               args: argparse.Namespace) -> dict[str, float]:
+    """``refit.*``: analytical vs leave-one-plan-out RF error over every measured plan."""
+    cases = [(bench_plan(s, args), local_spec(link if on else FAST_LINK), r.step_s)
+             for on, side in runs.items() for s, r in side.items()]
+    cases += [(bench_plan(s, args, rounds.memory[s][1]), local_spec(link), steps)
+              for s, steps in rounds.capped.items()]
+    config = RunConfig(model=args.model)
+    return refit_errors([measured_plan(p, spec, config, t) for p, spec, t in cases])
+
+
+def summarize_runs(rounds: Rounds, link: LinkSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """Ratios, hidden fraction, simulator error, memory and raw numbers, JSON-ready."""
+    runs = stats_of(rounds, args)
     on, off = runs[True], runs[False]
     eps = min(EPS_GRID_S, key=lambda e: mape_pct(list(off.values()), link, e, args))
     per_schedule = {}
@@ -276,30 +315,29 @@ def summarize_runs(runs: dict[bool, dict[Schedule, RunStats]], link: LinkSpec,
             "predicted_s_link_on": predict_s(on[schedule], link, eps, args),
             "predicted_s_link_off": predict_s(off[schedule], link, eps, args),
             "link_time_s": on[schedule].link_time_s, "exposed_link_s": exposed,
-            "link_hidden_fraction": _hidden(exposed, on[schedule].link_time_s),
+            "link_hidden_fraction": hidden_fraction(exposed, on[schedule].link_time_s),
             "forward_s_per_rank": on[schedule].forward_s,
             "backward_s_per_rank": on[schedule].backward_s,
-            "overhead_s": on[schedule].overhead_s, "extra_warmup": on[schedule].extra_warmup}
+            "overhead_s": on[schedule].overhead_s, "extra_warmup": on[schedule].extra_warmup,
+            "peak_activation_bytes": rounds.memory[schedule][0]}
     v1f1b = per_schedule[Schedule.VIRTUAL_1F1B.value]
+    ratio = {name: round_ratio(rounds, other, Schedule.VIRTUAL_1F1B) for name, other in
+             (("1f1b", Schedule.ONE_F_ONE_B), ("interleaved", Schedule.INTERLEAVED),
+              ("gpipe", Schedule.GPIPE))}
     return {
-        "speedup_v1f1b_over_1f1b": on[Schedule.ONE_F_ONE_B].median_s
+        "speedup_v1f1b_over_1f1b": ratio["1f1b"],
+        "speedup_v1f1b_over_interleaved": ratio["interleaved"],
+        "speedup_v1f1b_over_gpipe": ratio["gpipe"],
+        "speedup_v1f1b_over_1f1b_ratio_of_medians": on[Schedule.ONE_F_ONE_B].median_s
         / on[Schedule.VIRTUAL_1F1B].median_s,
-        "speedup_v1f1b_over_interleaved": on[Schedule.INTERLEAVED].median_s
-        / on[Schedule.VIRTUAL_1F1B].median_s,
-        "speedup_v1f1b_over_gpipe": on[Schedule.GPIPE].median_s
-        / on[Schedule.VIRTUAL_1F1B].median_s,
+        "memory_capped": memory_cells(rounds, on, args),
+        "refit": refit_cell(rounds, runs, link, args),
         "link_hidden_fraction": v1f1b["link_hidden_fraction"],
         "simulator_mape_pct": mape_pct(list(on.values()), link, eps, args),
         "simulator_mape_pct_link_off_fit": mape_pct(list(off.values()), link, eps, args),
         "message_overhead_s": eps,
         "schedules": per_schedule,
     }
-
-
-def _hidden(exposed_s: float, link_time_s: float) -> float:
-    if link_time_s <= 0:
-        return 1.0
-    return min(1.0, max(0.0, 1.0 - exposed_s / link_time_s))
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -309,6 +347,13 @@ def _table(result: dict[str, Any]) -> str:
         rows.append(f"{name:<14}{s['step_s_link_on']:>11.3f}{s['step_s_link_off']:>11.3f}"
                     f"{s['predicted_s_link_on']:>13.3f}{s['link_time_s']:>9.3f}"
                     f"{100 * s['link_hidden_fraction']:>7.0f}%")
+    capped = result["memory_capped"]
+    rows.append(f"at an activation cap of {capped['cap_bytes'] / 2**20:.1f} MiB per rank "
+                "(Virtual-1F1B's peak): " + ", ".join(
+                    f"{name} {cell['tokens_per_s']:,.0f} tokens/s "
+                    f"(m'={cell['microbatches_per_pass']}, "
+                    f"peak {cell['peak_activation_bytes'] / 2**20:.1f} MiB)"
+                    for name, cell in capped.items() if name != "cap_bytes"))
     rows.append(f"Virtual-1F1B over 1F1B: {result['speedup_v1f1b_over_1f1b']:.2f}x; link time "
                 f"hidden {100 * result['link_hidden_fraction']:.0f}%; simulator MAPE "
                 f"{result['simulator_mape_pct']:.1f}% (eps {1e3 * result['message_overhead_s']:.2f}"
@@ -321,32 +366,33 @@ def main() -> None:
     args = parse_args()
     logging.basicConfig(level=logging.WARNING)
     start = time.perf_counter()
-    runtime.connect(args.address)
-    link = LinkSpec.from_gbit_per_s(args.latency_ms / 1e3, args.gbit)
-    runs = run_all(link, args)
-    result = summarize_runs(runs, link, args)
+    load_start = os.getloadavg()
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+               for _ in range(args.load_procs)]  # the robustness check: CPU-bound neighbours
+    try:
+        runtime.connect(args.address)
+        link = LinkSpec.from_gbit_per_s(args.latency_ms / 1e3, args.gbit)
+        rounds = run_all(link, args)
+    finally:
+        for proc in burners:
+            proc.kill()
+    runs = stats_of(rounds, args)
+    result = summarize_runs(rounds, link, args)
     result["config"] = {
         "model": dataclasses.asdict(args.model),
         "num_stages": 2, "num_chunks_interleaved": 2, "num_microbatches": args.microbatches,
         "microbatch_size": args.microbatch_size, "steps": args.steps,
         "warmup_steps": args.warmup_steps, "link_latency_s": link.latency_s,
         "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s, "torch_threads_per_stage": 1,
-        "cpu_count": os.cpu_count(), "load_avg_at_start": os.getloadavg(),
+        "cpu_count": os.cpu_count(), "load_avg_at_start": load_start,
+        "load_avg_at_end": os.getloadavg(), "load_procs": args.load_procs,
         "wall_s": time.perf_counter() - start}
     records = [rec for side in runs.values() for run in side.values() for rec in run.records]
     save_measurements(args.measurements_out, records)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(_jsonable(result), indent=2), encoding="utf-8")
+    args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
     print(_table(result))
     print(f"wrote {args.out} and {len(records)} step records to {args.measurements_out}")
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        return [_jsonable(v) for v in value]
-    return value
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ from a plan through :mod:`hetray.planner.handoff`), connect, call
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +44,7 @@ from hetray.pipeline.schedules import Schedule
 _FIELDS = {"model": "model", "steps": "train.steps", "lr": "train.optimizer.lr",
            "seed": "train.seed", "checkpoint_every": "train.checkpoint_every",
            "max_failures": "train.max_failures"}
-_LAYOUT_FLAGS = ("plan_file", "cluster", "schedule", "microbatches", "microbatch_size")
+_LAYOUT_FLAGS = ("plan_file", "cluster", "schedule", "microbatches", "microbatch_size", "scale")
 #: Click defaults come from here, so they never drift from the run config's.
 _DEFAULT = RunConfig()
 
@@ -66,6 +68,11 @@ def _from_plan(ctx: click.Context, base: RunConfig) -> tuple[RunConfig, Any, Any
 
     params = ctx.params
     cluster, schedule = params["cluster"], params["schedule"]
+    if params.get("scale"):
+        from hetray.models.registry import parse_scale, scaled
+
+        model = scaled(params["model"], parse_scale(params["scale"]))
+        base = dataclasses.replace(base, model=model)
     spec = None
     if cluster is not None:
         spec = handoff.local_spec() if cluster == handoff.LOCAL_SPEC else load_cluster_spec(cluster)
@@ -73,13 +80,19 @@ def _from_plan(ctx: click.Context, base: RunConfig) -> tuple[RunConfig, Any, Any
         plan = handoff.load_plan(params["plan_file"])
         if schedule is not None:
             plan = handoff.with_schedule(plan, Schedule(schedule))
+        if params.get("scale") and plan.stages[-1].layer_end != base.model.num_layers:
+            plan = handoff.scale_plan(plan, base.model.num_layers)
     else:
         spec = spec or handoff.local_spec()
         plan = handoff.default_plan(
             spec, base.model.num_layers, schedule=Schedule(schedule or _DEFAULT.pipeline.schedule),
             num_microbatches=params["microbatches"], microbatch_size=params["microbatch_size"])
     try:
-        return handoff.pipeline_config(plan, spec, base), plan, spec
+        config = handoff.pipeline_config(plan, spec, base)
+        if params.get("scale") and spec is not None:  # the plan scaled down on these CPUs
+            config = handoff.on_local_devices(config, os.cpu_count() or 1)
+            plan, spec = handoff.as_cpu_run(plan, spec)
+        return config, plan, spec
     except InfeasiblePlanError as err:
         raise err.in_file(str(params["plan_file"] or "the default plan")) from err
 
@@ -127,6 +140,9 @@ Examples:
                    "on this machine over an emulated 20 ms, 1 Gbit/s link.")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
               type=click.Choice(sorted(GPT_PRESETS)), help="Model preset (field: model).")
+@click.option("--scale", default=None, metavar="KEY=N,...",
+              help="Scale the model down to run here: hidden=64,layers=4,heads,seq_len,vocab,"
+                   "ffn (a plan's layer split is scaled to the new layer count).")
 @click.option("--steps", default=_DEFAULT.train.steps, show_default=True,
               type=click.IntRange(min=1), help="Training steps (train.steps).")
 @click.option("--schedule", type=click.Choice([s.value for s in Schedule]), default=None,
@@ -179,6 +195,11 @@ def pipeline(ctx: click.Context, config_file: Path | None, print_config: bool,
     report = _train(config, where, resume)
     out = report.to_dict()
     _print(out)
+    if plan is not None and spec is not None:
+        from hetray.planner.handoff import predicted_vs_measured
+
+        for line in predicted_vs_measured(plan, spec, config, out):
+            click.echo(line)
     if measurements_out is not None:
         _write_measurements(measurements_out, plan, spec, config, out["step_s"])
     if json_out is not None:

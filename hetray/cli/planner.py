@@ -10,6 +10,7 @@ cost-model server on Ray (``hetray.actors.planner.RayBackend``).
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import click
@@ -67,7 +68,8 @@ Examples:
 @click.option("--global-batch", default=DEFAULTS.global_batch, show_default=True,
               type=click.IntRange(min=1), help="Sequences per iteration.")
 @click.option("--budget-s", default=DEFAULTS.budget_s, show_default=True,
-              type=click.FloatRange(min=0.1), help="Search time budget, seconds.")
+              type=click.FloatRange(min=0.1),
+              help="Seconds for the whole command: MCTS, every baseline and the report.")
 @click.option("--budget-evals", default=DEFAULTS.budget_evals, show_default=True,
               type=click.IntRange(min=1), help="Search budget in distinct evaluated plans.")
 @click.option("--max-stages", default=DEFAULTS.max_stages, show_default=True,
@@ -101,7 +103,7 @@ def plan_command(ctx: click.Context, config_file: Path | None, print_config: boo
 
         backend = RayBackend()
     methods = [m.value for m in (SearchMethod.MCTS, *config.baselines)]
-    with open_driver(config, backend) as driver, \
+    with open_driver(config, backend, spent_s=_process_age_s()) as driver, \
             Bar("plan search", total=len(methods), unit="method") as bar:
         bar.write(f"searching: mcts (up to {config.budget_s:g} s or {config.budget_evals} "
                   f"evaluations){', then ' + ', '.join(methods[1:]) if methods[1:] else ''}")
@@ -121,6 +123,15 @@ def plan_command(ctx: click.Context, config_file: Path | None, print_config: boo
     if out is not None:
         out.write_text(plan_to_json(report.best.plan), encoding="utf-8")
         click.echo(f"wrote {out}")
+
+
+def _process_age_s() -> float:
+    """Seconds since this process started (0 where psutil is missing), part of --budget-s."""
+    try:
+        import psutil
+    except ImportError:
+        return 0.0
+    return max(0.0, time.time() - psutil.Process().create_time())
 
 
 def _print_report(report: RunReport, explain: bool) -> None:
@@ -152,6 +163,18 @@ Examples:
 """
 
 
+def _profile_predicted(out: Path, predict_dir: Path, data: Path | None, devices: str) -> None:
+    """``--predict``: the GPT layer from the CDMPP predictor (hetray.latency), no timing."""
+    from hetray.latency.planner_link import profile_predicted
+
+    pairs = profile_predicted(predict_dir, data, tuple(devices.split(",")))
+    for pred, _ in pairs:
+        click.echo(f"{pred.device}: predicted {1e3 * pred.predicted_s:.3f} ms, measured "
+                   f"{1e3 * pred.measured_s:.3f} ms ({100 * pred.error:.1f}% error)")
+    save_measurements(out, [m for _, m in pairs])
+    click.echo(f"wrote {len(pairs)} predicted measurements to {out}")
+
+
 @click.command("profile", epilog=PROFILE_EXAMPLES)
 @click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Measurements file (.parquet or .json).")
@@ -165,10 +188,22 @@ Examples:
               help="Timed repeats per grid point (the median is kept).")
 @click.option("--forest-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also fit the RF on all measurements and save it (skops).")
+@click.option("--predict", "predict_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Predict the GPT layer instead of timing it: a `hetray latency train` "
+                   "predictor directory (writes Measurements of kind 'predicted').")
+@click.option("--latency-data", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("benchmarks/data/latency.parquet"), show_default=True,
+              help="With --predict: the programs dataset (hetray latency collect).")
+@click.option("--device", "devices", default="t1-znver4", show_default=True,
+              help="With --predict: latency device(s), comma-separated.")
 @handle_errors
 def profile_command(out: Path, micro_batches: str, seq_lens: str, hidden_sizes: str,
-                    repeats: int, forest_out: Path | None) -> None:
+                    repeats: int, forest_out: Path | None, predict_dir: Path | None = None,
+                    latency_data: Path | None = None, devices: str = "") -> None:
     """Time transformer layers (fwd+bwd) on this host over a grid; report RF vs analytical."""
+    if predict_dir is not None:
+        _profile_predicted(out, predict_dir, latency_data, devices)
+        return
     from hetray.planner.profile import ProfileConfig, run_profile  # torch: only to measure
 
     config = ProfileConfig(microbatch_sizes=_ints(micro_batches), seq_lens=_ints(seq_lens),

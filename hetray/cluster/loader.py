@@ -1,17 +1,22 @@
 """Strict YAML loader and writer for :class:`~hetray.cluster.spec.ClusterSpec`.
 
-File format (``schema_version: 1``); units are in the key names::
+File format (``schema_version: 2``); units are in the key names::
 
-    schema_version: 1
+    schema_version: 2
     name: two-cluster-16
     clusters:
       - name: dc-a
         node_groups:
           - {name: a100, device_model: A100-80GB, devices_per_node: 8, num_nodes: 1}
         intra_node_link: {latency_s: 5.0e-6, bandwidth_gbit_per_s: 2400}
-        inter_node_link: {latency_s: 1.0e-5, bandwidth_gbit_per_s: 200}
+        inter_node_link: {latency_s: 1.0e-5, bandwidth_gbit_per_s: 200, bandwidth_per: node}
     cross_cluster_links:
       - {clusters: [dc-a, dc-b], latency_s: 1.0e-3, bandwidth_gbit_per_s: 10}
+
+``inter_node_link.bandwidth_per`` is required: ``node`` (one NIC per node, shared by its
+devices) or ``device`` (a NIC per device, rail-optimised). Version 1 files did not say, so
+they are refused with a message that tells how to state it. Intra-node bandwidth is per
+device; a cross-cluster link is shared by every transfer between its clusters.
 
 Every problem raises one :class:`~hetray.core.errors.ConfigError` naming the file, the
 field path (``clusters[0].node_groups[1].device_model``), the value and what is allowed.
@@ -27,19 +32,30 @@ import yaml
 
 from hetray.accel.detect import CPU_MODEL
 from hetray.accel.specs import REGISTRY
-from hetray.cluster.spec import Cluster, ClusterSpec, CrossClusterLink, LinkSpec, NodeGroup
+from hetray.cluster.spec import (
+    BandwidthScope,
+    Cluster,
+    ClusterSpec,
+    CrossClusterLink,
+    LinkSpec,
+    NodeGroup,
+)
 from hetray.core.config import finite_float
 from hetray.core.errors import ConfigError
 from hetray.core.limits import check_limit
 from hetray.core.strict_text import parse_yaml, read_config_text
 from hetray.core.units import bytes_per_s_to_gbit_per_s, gbit_per_s_to_bytes_per_s
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _TOP_KEYS = ("schema_version", "name", "clusters", "cross_cluster_links")
 _CLUSTER_KEYS = ("name", "node_groups", "intra_node_link", "inter_node_link")
 _GROUP_KEYS = ("name", "device_model", "devices_per_node", "num_nodes")
 _LINK_KEYS = ("latency_s", "bandwidth_gbit_per_s")
+_INTER_KEYS = (*_LINK_KEYS, "bandwidth_per")
 _CROSS_KEYS = ("clusters", *_LINK_KEYS)
+_VERSION_HELP = (f"{SCHEMA_VERSION} (version 1 did not say whether inter-node bandwidth is per "
+                 "node or per device: add inter_node_link.bandwidth_per: node | device to each "
+                 f"cluster and set schema_version: {SCHEMA_VERSION})")
 
 
 def allowed_device_models() -> list[str]:
@@ -102,11 +118,19 @@ def _join(path: str, key: str) -> str:
 
 
 def _link(reader: _Reader, data: Mapping[str, Any], path: str) -> LinkSpec:
+    per = BandwidthScope.DEVICE
+    if "bandwidth_per" in data:
+        scopes = {scope.value: scope for scope in BandwidthScope}
+        if data["bandwidth_per"] not in scopes:
+            raise reader.error(_join(path, "bandwidth_per"), data["bandwidth_per"],
+                               " | ".join(scopes))
+        per = scopes[data["bandwidth_per"]]
     return LinkSpec(
         latency_s=reader.positive_float(data, "latency_s", path),
         bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(
             reader.positive_float(data, "bandwidth_gbit_per_s", path)
         ),
+        per=per,
     )
 
 
@@ -132,9 +156,8 @@ def _cluster(reader: _Reader, data: Any, path: str) -> Cluster:
     )
     _unique([g.name for g in groups], reader, groups_path)
     links = {
-        key: _link(reader, reader.mapping(data[key], _join(path, key), _LINK_KEYS),
-                   _join(path, key))
-        for key in ("intra_node_link", "inter_node_link")
+        key: _link(reader, reader.mapping(data[key], _join(path, key), keys), _join(path, key))
+        for key, keys in (("intra_node_link", _LINK_KEYS), ("inter_node_link", _INTER_KEYS))
     }
     return Cluster(
         name=reader.text(data, "name", path),
@@ -172,7 +195,7 @@ def parse_cluster_spec(data: Any, source: str) -> ClusterSpec:
     reader = _Reader(source)
     data = reader.mapping(data, "", _TOP_KEYS)
     if data["schema_version"] != SCHEMA_VERSION:
-        raise reader.error("schema_version", data["schema_version"], str(SCHEMA_VERSION))
+        raise reader.error("schema_version", data["schema_version"], _VERSION_HELP)
     clusters = tuple(
         _cluster(reader, item, f"clusters[{i}]")
         for i, item in enumerate(reader.sequence(data, "clusters", ""))
@@ -207,11 +230,12 @@ def load_cluster_spec(path: str | Path) -> ClusterSpec:
     return parse_cluster_spec(parse_yaml(read_config_text(path), str(path)), str(path))
 
 
-def _link_dict(link: LinkSpec) -> dict[str, float]:
-    return {
+def _link_dict(link: LinkSpec, scope: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "latency_s": link.latency_s,
         "bandwidth_gbit_per_s": bytes_per_s_to_gbit_per_s(link.bandwidth_bytes_per_s),
     }
+    return {**out, "bandwidth_per": link.per.value} if scope else out
 
 
 def cluster_spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
@@ -228,7 +252,7 @@ def cluster_spec_to_dict(spec: ClusterSpec) -> dict[str, Any]:
                     for g in cluster.node_groups
                 ],
                 "intra_node_link": _link_dict(cluster.intra_node),
-                "inter_node_link": _link_dict(cluster.inter_node),
+                "inter_node_link": _link_dict(cluster.inter_node, scope=True),
             }
             for cluster in spec.clusters
         ],

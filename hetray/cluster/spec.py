@@ -9,6 +9,13 @@ The planner works on this value, never on live Ray handles. Three link classes:
 A transfer of ``n`` bytes over a link takes ``latency_s + n / bandwidth_bytes_per_s``
 (the alpha-beta model).
 
+Who shares a link's bandwidth (:class:`BandwidthScope`, ``LinkSpec.per``): ``DEVICE`` means
+every device has the full figure at once (NVLink; one InfiniBand HCA per GPU,
+rail-optimised); ``NODE`` means the devices of a node share it (one NIC per node). The
+documented default is ``DEVICE`` for links built in code; spec files must state it for the
+inter-node link (:mod:`hetray.cluster.loader`). A cross-cluster link is one cable: every
+transfer between the two clusters shares it, whatever its scope.
+
 Example:
     >>> link = LinkSpec(latency_s=1e-3, bandwidth_bytes_per_s=1.25e9)  # 10 Gbit/s
     >>> round(link.transfer_time_s(125_000_000), 4)
@@ -26,6 +33,13 @@ from hetray.accel.specs import AcceleratorSpec, get_spec
 from hetray.core.units import gbit_per_s_to_bytes_per_s
 
 
+class BandwidthScope(enum.Enum):
+    """Who shares a link's ``bandwidth_bytes_per_s`` (module docstring)."""
+
+    DEVICE = "device"
+    NODE = "node"
+
+
 class LinkClass(enum.Enum):
     """Where a link sits in the topology."""
 
@@ -41,24 +55,39 @@ class LinkSpec:
     Attributes:
         latency_s: per-message latency (alpha), seconds.
         bandwidth_bytes_per_s: sustained bandwidth (1/beta), bytes per second.
+        per: whether each device or each node has that bandwidth (module docstring).
     """
 
     latency_s: float
     bandwidth_bytes_per_s: float
+    per: BandwidthScope = BandwidthScope.DEVICE
+
+    def device_bytes_per_s(self, devices_sharing: int) -> float:
+        """Bandwidth one device gets while ``devices_sharing`` devices of its node send.
+
+        Example:
+            >>> LinkSpec(latency_s=0.0, bandwidth_bytes_per_s=8.0,
+            ...          per=BandwidthScope.NODE).device_bytes_per_s(8)
+            1.0
+        """
+        share = max(1, devices_sharing) if self.per is BandwidthScope.NODE else 1
+        return self.bandwidth_bytes_per_s / share
 
     def transfer_time_s(self, num_bytes: float) -> float:
         """Seconds to move ``num_bytes`` over this link."""
         return self.latency_s + num_bytes / self.bandwidth_bytes_per_s
 
     @classmethod
-    def from_gbit_per_s(cls, latency_s: float, gbit_per_s: float) -> LinkSpec:
+    def from_gbit_per_s(cls, latency_s: float, gbit_per_s: float,
+                        per: BandwidthScope = BandwidthScope.DEVICE) -> LinkSpec:
         """The link of ``latency_s`` seconds and ``gbit_per_s`` Gbit/s (how users state links).
 
         Example:
             >>> LinkSpec.from_gbit_per_s(1e-3, 10.0).bandwidth_bytes_per_s
             1250000000.0
         """
-        return cls(latency_s=latency_s, bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(gbit_per_s))
+        return cls(latency_s=latency_s, bandwidth_bytes_per_s=gbit_per_s_to_bytes_per_s(gbit_per_s),
+                   per=per)
 
 
 def device_spec(model: str) -> AcceleratorSpec:

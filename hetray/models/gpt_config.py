@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from hetray.core.config import limited
 from hetray.core.errors import ConfigError
+from hetray.models.registry import ARCHITECTURES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,12 +46,13 @@ class GPTConfig:
                               f"a multiple of heads={self.heads}")
 
 
-#: Named model sizes: ``gpt-tiny`` for tests and demos, ``gpt-small`` for benchmarks.
+#: Every architecture of the model registry (:mod:`hetray.models.registry`), as the GPT the
+#: pipeline trains: ``gpt-tiny`` for tests and demos, ``gpt-small`` for benchmarks, the
+#: planner's presets (``gpt-1.3b`` ... ``llama2-70b``) to run a plan, usually scaled down.
 GPT_PRESETS: dict[str, GPTConfig] = {
-    "gpt-tiny": GPTConfig(num_layers=4, hidden=64, heads=4, seq_len=32, vocab=256, ffn=256),
-    "gpt-small": GPTConfig(num_layers=8, hidden=256, heads=8, seq_len=128, vocab=2048,
-                           ffn=1024),
-}
+    name: GPTConfig(num_layers=a.num_layers, hidden=a.hidden, heads=a.heads,
+                    seq_len=a.seq_len, vocab=a.vocab, ffn=a.ffn)
+    for name, a in ARCHITECTURES.items()}
 
 
 def gpt_preset(name: str) -> GPTConfig:

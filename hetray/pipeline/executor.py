@@ -42,6 +42,7 @@ from hetray.pipeline.reshard import Endpoint, is_slow, route
 from hetray.pipeline.schedules import Op, OpKind
 from hetray.pipeline.training import GradReducer, ReplicaBatch
 from hetray.pipeline.transport import Forward, MessageKey, MessageKind, SlotKey, Transport
+from hetray.pipeline.zero import build_optimizer
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,8 @@ class StageWorker:
         self.device = device or Device.cpu()
         self.chunks = [self.device.place(chunk) for chunk in chunks]
         self.params = [p for chunk in self.chunks for p in chunk.parameters()]
-        self.optimizer = optimizer.build(self.params)
+        self.optimizer = build_optimizer(optimizer, self.params, reducer, endpoint.replica,
+                                         layout.stages[endpoint.rank].dp)
         self.transport, self.reducer = transport, reducer
         self.rows = layout.replica_rows(endpoint)
         self._bytes_counted = transport.counters.snapshot()

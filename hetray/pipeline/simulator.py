@@ -11,12 +11,18 @@ without communication ops get them inserted by the module rules of
 seconds)::
 
     F / B         busy for forward_s[r] / v or backward_s[r] / v
-    SEND          returns at once; the message joins the queue of its directed hop
+    SEND          returns at once; the message joins the queue of its physical link
     RECV          blocks the rank until the message has arrived
-    one hop       start  = max(sent_s, hop_free)       (messages leave one at a time)
-                  hop_free = start + num_bytes / bytes_per_s
-                  arrive = hop_free + latency_s          (latency is propagation: messages
+    one link      start  = earliest s >= sent_s with [s, s + wire) free on the link
+                  wire   = num_bytes / bytes_per_s     (messages leave one at a time)
+                  arrive = start + wire + latency_s      (latency is propagation: messages
                                                           overlap in flight)
+
+A link is one direction of one physical link (:attr:`Transfer.route`): every hop that uses
+it shares its queue -- the forward hop ``r -> r+1``, the gradient hop of the reverse
+direction, and the interleaving wrap hop ``p-1 -> 0`` when it crosses the same cable. So the
+makespan is never below :func:`link_floor_s`, the busiest link's total wire time. A hop with
+no route has a queue of its own per direction.
 
 So a 20 ms hop carrying small messages delivers one every ``num_bytes / bytes_per_s``, each
 20 ms after it left, rather than one per 20 ms.
@@ -33,7 +39,9 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 
 from hetray.pipeline.schedules import (
@@ -42,6 +50,7 @@ from hetray.pipeline.schedules import (
     OpKind,
     Schedule,
     build_streams,
+    matching_recv,
     replay,
     virtual_extra_warmup,
     with_comm_ops,
@@ -61,11 +70,15 @@ class Transfer:
         latency_s: per-message latency (alpha), seconds.
         bytes_per_s: bandwidth (1/beta), bytes per second.
         num_bytes: bytes of one micro-batch's activation for one chunk boundary.
+        route: ``(from, to)`` names of the physical link's ends in the hop's forward
+            direction (``("dc-a", "dc-b")``); hops with equal routes share one queue per
+            direction. Empty: the hop's own queue.
     """
 
     latency_s: float
     bytes_per_s: float
     num_bytes: float
+    route: tuple[str, ...] = ()
 
     @property
     def wire_s(self) -> float:
@@ -148,26 +161,96 @@ class SimResult:
     peak_in_flight: tuple[int, ...]
 
 
+_Key = tuple[object, ...]
+
+
 @dataclass(slots=True)
 class _Hops:
-    """Queue state of every directed hop during one simulation."""
+    """Busy intervals of every directed physical link during one simulation."""
 
     timings: PipelineTimings
-    free_s: dict[tuple[int, int], float] = field(default_factory=dict)
+    busy: dict[_Key, list[tuple[float, float]]] = field(default_factory=dict)
 
     def hop(self, src: int, dst: int) -> Transfer:
         if abs(src - dst) == 1:
             return self.timings.hops[min(src, dst)] if self.timings.hops else _FREE
         return self.timings.wrap
 
+    def key(self, src: int, dst: int) -> _Key:
+        """The directed link a message from ``src`` to ``dst`` queues on."""
+        hop, p = self.hop(src, dst), self.timings.num_ranks
+        if not hop.route:
+            return ("rank", src, dst)
+        forward = dst == src + 1 or (p > 2 and (src, dst) == (p - 1, 0))
+        return hop.route if forward else tuple(reversed(hop.route))
+
     def arrival(self, src: int, dst: int, sent_s: float) -> float:
         """When a message sent at ``sent_s`` from ``src`` lands on ``dst``."""
         if src == dst:
             return sent_s
         hop = self.hop(src, dst)
-        start = max(sent_s, self.free_s.get((src, dst), 0.0))
-        self.free_s[(src, dst)] = start + hop.wire_s
+        start = _reserve(self.busy.setdefault(self.key(src, dst), []), sent_s, hop.wire_s)
         return start + hop.wire_s + hop.latency_s
+
+
+def _reserve(busy: list[tuple[float, float]], sent_s: float, wire_s: float) -> float:
+    """Book ``wire_s`` seconds at the earliest free start ``>= sent_s``; returns the start.
+
+    ``busy`` holds sorted, disjoint ``(start, end)`` intervals and is updated in place.
+    """
+    if not busy or sent_s >= busy[-1][1]:  # the common case: the link is free by then
+        if wire_s > 0:
+            busy.append((sent_s, sent_s + wire_s))
+        return sent_s
+    i = max(0, bisect.bisect_right(busy, (sent_s, float("inf"))) - 1)
+    start = sent_s
+    while i < len(busy):
+        begin, end = busy[i]
+        if end <= start:
+            i += 1
+            continue
+        if begin >= start + wire_s:
+            break
+        start, i = max(start, end), i + 1
+    if wire_s > 0:
+        busy.insert(bisect.bisect_left(busy, (start, start + wire_s)), (start, start + wire_s))
+    return start
+
+
+def _sends(streams: list[list[Op]], p: int) -> list[tuple[int, int]]:
+    """``(src, dst)`` of every message the streams send."""
+    return [(rank, matching_recv(op, rank, p)[0]) for rank, stream in enumerate(streams)
+            for op in stream if op.kind in (OpKind.SEND_ACT, OpKind.SEND_GRAD)]
+
+
+def link_busy_s(timings: PipelineTimings, streams: list[list[Op]]) -> dict[_Key, float]:
+    """Total wire seconds each directed link carries in one iteration of ``streams``.
+
+    Communication ops are inserted into ``streams`` when none holds one.
+    """
+    streams = _comm_streams(streams, timings)
+    hops, busy = _Hops(timings), Counter[_Key]()
+    for src, dst in _sends(streams, timings.num_ranks):
+        if src != dst:
+            busy[hops.key(src, dst)] += hops.hop(src, dst).wire_s
+    return dict(busy)
+
+
+def link_floor_s(timings: PipelineTimings, schedule: Schedule) -> float:
+    """The physical floor of ``schedule``'s makespan from its links alone.
+
+    No iteration ends before its busiest directed link has carried every message
+    (one at a time); the floor ignores compute and latency, so it is a true lower bound.
+    """
+    streams = _comm_streams(_compute_streams(timings, schedule), timings)
+    return max(link_busy_s(timings, streams).values(), default=0.0)
+
+
+def _comm_streams(streams: list[list[Op]], timings: PipelineTimings) -> list[list[Op]]:
+    """``streams`` with communication ops (inserted when none holds one)."""
+    if all(op.kind in COMPUTE_KINDS for s in streams for op in s):
+        return with_comm_ops(streams, timings.num_ranks, timings.num_chunks)
+    return streams
 
 
 def _peak_in_flight(stream: list[Op]) -> int:
@@ -192,8 +275,7 @@ def simulate_streams(timings: PipelineTimings, streams: list[list[Op]]) -> SimRe
         ScheduleError: the streams deadlock (an op waits for one that can never run).
     """
     p, v = timings.num_ranks, timings.num_chunks
-    if all(op.kind in COMPUTE_KINDS for s in streams for op in s):
-        streams = with_comm_ops(streams, p, v)
+    streams = _comm_streams(streams, timings)
 
     def duration(rank: int, op: Op) -> float:
         per_rank = timings.forward_s if op.kind is OpKind.FORWARD else timings.backward_s
@@ -229,9 +311,12 @@ def _hop_extra(timings: PipelineTimings) -> tuple[int, ...]:
                  else 0 for r in range(p))
 
 
+def _compute_streams(timings: PipelineTimings, schedule: Schedule) -> list[list[Op]]:
+    extra = _hop_extra(timings) if schedule is Schedule.VIRTUAL_1F1B else 0
+    return build_streams(schedule, timings.num_ranks, timings.num_microbatches,
+                         timings.num_chunks, extra)
+
+
 def simulate(timings: PipelineTimings, schedule: Schedule) -> SimResult:
     """Simulate ``schedule`` on ``timings`` (see the module docstring for the rules)."""
-    extra = _hop_extra(timings) if schedule is Schedule.VIRTUAL_1F1B else 0
-    streams = build_streams(schedule, timings.num_ranks, timings.num_microbatches,
-                            timings.num_chunks, extra)
-    return simulate_streams(timings, streams)
+    return simulate_streams(timings, _compute_streams(timings, schedule))

@@ -10,8 +10,8 @@
   layers, stages laid over the node groups in spec order, blind to device speed.
 * :func:`random_search` samples complete plans uniformly level by level.
 
-When a search finds nothing, :func:`raise_infeasible` explains why with the uniform
-candidate that misses device memory by the least.
+When a search finds nothing, :func:`raise_infeasible` explains why with the candidate that
+misses device memory by the least (:mod:`hetray.planner.closest`).
 
 Example:
     >>> from hetray.cluster.loader import load_cluster_spec
@@ -34,9 +34,9 @@ from typing import Any, NoReturn
 
 from hetray.cluster.spec import ClusterSpec
 from hetray.core.errors import InfeasiblePlanError
-from hetray.planner.cost_model import Cost, check_memory, estimate
+from hetray.planner.cost_model import check_memory
 from hetray.planner.model_spec import ModelSpec
-from hetray.planner.plan import DeviceGroup, Plan, StagePlan, validate_plan
+from hetray.planner.plan import DeviceGroup, Plan, StagePlan
 from hetray.planner.scoring import Evaluator, Scorer, SearchResult
 from hetray.planner.space import SearchSpace
 from hetray.planner.state import SearchState
@@ -44,14 +44,25 @@ from hetray.planner.state import SearchState
 logger = logging.getLogger(__name__)
 
 _BATCH = 256
+#: Batch size of a search with a deadline.
+_TIMED_BATCH = 16
 
 
 def _drain(scorer: Scorer, states: Iterator[Any], build: Callable[[Any], Plan],
-           limit: float = math.inf) -> None:
+           limit: float = math.inf, budget_s: float = math.inf) -> None:
+    """Score ``states`` in batches until they run out, ``limit`` plans or ``budget_s`` seconds.
+
+    With a finite ``budget_s`` batches shrink to :data:`_TIMED_BATCH`, so the search stops
+    within about one small batch of its deadline.
+    """
+    deadline = time.perf_counter() + budget_s
+    size = _BATCH if math.isinf(budget_s) else _TIMED_BATCH
     batch: list[Any] = []
     for state in states:
+        if time.perf_counter() >= deadline:
+            break
         batch.append(state)
-        if len(batch) >= _BATCH:
+        if len(batch) >= size:
             scorer.score(batch, build)
             batch = []
         if scorer.num_evaluations + len(batch) >= limit:
@@ -75,10 +86,11 @@ def _result(method: str, scorer: Scorer, space: SearchSpace, start: float,
                         search_s=time.perf_counter() - start, pruned=dict(space.pruned))
 
 
-def exhaustive_search(space: SearchSpace, evaluator: Evaluator, top_k: int = 5) -> SearchResult:
-    """Evaluate every plan of ``space``."""
+def exhaustive_search(space: SearchSpace, evaluator: Evaluator, top_k: int = 5,
+                      budget_s: float = math.inf) -> SearchResult:
+    """Evaluate every plan of ``space`` (or as many as ``budget_s`` seconds allow)."""
     start, scorer = time.perf_counter(), Scorer(evaluator)
-    _drain(scorer, _leaves(space, SearchState()), space.build)
+    _drain(scorer, _leaves(space, SearchState()), space.build, budget_s=budget_s)
     return _result("exhaustive", scorer, space, start, top_k)
 
 
@@ -98,10 +110,11 @@ def _greedy_leaves(space: SearchSpace) -> Iterator[SearchState]:
                         yield state.extend(plain[0])
 
 
-def greedy_search(space: SearchSpace, evaluator: Evaluator, top_k: int = 5) -> SearchResult:
-    """Metis-style enumeration with greedy intra-stage choices (see module)."""
+def greedy_search(space: SearchSpace, evaluator: Evaluator, top_k: int = 5,
+                  budget_s: float = math.inf) -> SearchResult:
+    """Metis-style enumeration with greedy intra-stage choices (see module), for ``budget_s``."""
     start, scorer = time.perf_counter(), Scorer(evaluator)
-    _drain(scorer, _greedy_leaves(space), space.build)
+    _drain(scorer, _greedy_leaves(space), space.build, budget_s=budget_s)
     return _result("greedy", scorer, space, start, top_k)
 
 
@@ -125,7 +138,8 @@ def random_search(space: SearchSpace, evaluator: Evaluator, budget_evals: int,
     start, scorer, rng = time.perf_counter(), Scorer(evaluator), random.Random(seed)
     samples = (_random_leaf(space, rng) for _ in range(20 * budget_evals)
                if time.perf_counter() - start < budget_s)
-    _drain(scorer, (s for s in samples if s is not None), space.build, limit=budget_evals)
+    _drain(scorer, (s for s in samples if s is not None), space.build, limit=budget_evals,
+           budget_s=budget_s)
     return _result("random", scorer, space, start, top_k)
 
 
@@ -175,45 +189,44 @@ def _uniform_plans(space: SearchSpace) -> Iterator[Plan]:
 
 
 def uniform_plan_search(cluster: ClusterSpec, model: ModelSpec, global_batch: int,
-                        evaluator: Evaluator, space: SearchSpace | None = None) -> SearchResult:
-    """Best Megatron-style uniform plan over tp, p and m (see module)."""
+                        evaluator: Evaluator, space: SearchSpace | None = None,
+                        budget_s: float = math.inf) -> SearchResult:
+    """Best Megatron-style uniform plan over tp, p and m (see module), for ``budget_s``."""
     space = space or SearchSpace(cluster, model, global_batch)
     start, scorer = time.perf_counter(), Scorer(evaluator)
-    _drain(scorer, iter(list(_uniform_plans(space))), lambda plan: plan)
+    _drain(scorer, _uniform_plans(space), lambda plan: plan, budget_s=budget_s)
     return _result("uniform", scorer, space, start, top_k=1)
 
 
-def closest_plan(space: SearchSpace) -> tuple[Plan, Cost] | None:
-    """The uniform candidate that misses device memory by the least (for error messages)."""
-    best: tuple[float, Plan, Cost] | None = None
-    for plan in _uniform_plans(space):
-        try:
-            validate_plan(plan, space.cluster, space.model.num_layers)
-            cost = estimate(plan, space.cluster, space.model)
-        except InfeasiblePlanError:
-            continue
-        shortfall = max(s.memory_bytes - s.capacity_bytes for s in cost.stages)
-        if best is None or shortfall < best[0]:
-            best = (shortfall, plan, cost)
-    return None if best is None else (best[1], best[2])
+def uniform_candidates(space: SearchSpace) -> Iterator[Plan]:
+    """The Megatron-style uniform plans (for :mod:`hetray.planner.closest`)."""
+    return _uniform_plans(space)
 
 
-def raise_infeasible(space: SearchSpace) -> NoReturn:
+def raise_infeasible(space: SearchSpace, budget_s: float = math.inf) -> NoReturn:
     """Raise the error of a search that found no plan: why the closest candidate fails.
 
+    Args:
+        space: the searched space.
+        budget_s: seconds the closest-candidate search may take.
+
     Raises:
-        InfeasiblePlanError: the stage of the closest uniform candidate that overflows and by
-            how much; or no candidate placement; or none found within the budget.
+        InfeasiblePlanError: the stage of the candidate that misses device memory by the least
+            (:mod:`hetray.planner.closest`, heterogeneous plans included) and by how much; or
+            no candidate placement; or none found within the budget.
     """
-    closest = closest_plan(space)
+    from hetray.planner.closest import closest_candidate
+
+    closest = closest_candidate(space, budget_s)
     if closest is None:
         raise InfeasiblePlanError(-1, f"{space.model.name} fits no plan on {space.cluster.name}:"
                                   " no candidate placement exists")
-    plan, cost = closest
+    searched = (f"{closest.num_candidates} candidates" if closest.complete
+                else f"{closest.num_candidates} candidates before the budget ran out")
     try:
-        check_memory(plan, cost)
+        check_memory(closest.plan, closest.cost)
     except InfeasiblePlanError as err:
         raise InfeasiblePlanError(
             err.stage, f"{space.model.name} fits no plan on {space.cluster.name}; the closest "
-            f"candidate fails: {err.reason}", err.shortfall_bytes) from err
+            f"of {searched} fails: {err.reason}", err.shortfall_bytes) from err
     raise InfeasiblePlanError(-1, "no feasible plan found within the search budget")

@@ -8,15 +8,21 @@ Per stage ``i`` and micro-batch (seconds)::
     eff(b, h/t)  = E_MAX * n / (n + N_HALF) * w / (w + W_HALF),  n = b s tokens, w = h / t
     t_fwd        = FLOP_fwd(layers_i, b_i) / (t_i F eff) + 2 L_i allreduce_tp(bytes(b_i))
     t_bwd        = 2 FLOP_fwd / (t_i F eff)             + 2 L_i allreduce_tp(bytes(b_i))
-                   (+ t_fwd again with activation recomputation)
+                   (+ t_fwd again with activation recomputation; + the attention core's
+                   4 b s^2 h FLOPs per layer with selective recomputation)
     allreduce(n bytes over d ranks, link) = 2 (d-1)/d n / bw + 2 (d-1) alpha        (ring)
-    p2p cut i    = alpha + bytes(G/m) / (bw * streams), streams = min(dp_i, dp_i+1), 1 across
-                   clusters (the WAN is shared); link class intra-node / inter-node / cross
-    dp_i         = allreduce(P_i / t_i * dtype bytes, dp_i, slowest link of the group)
-    opt_i        = OPTIMIZER_BYTES_PER_PARAM * P_i / t_i / memory bandwidth
-    mem_i        = STATE_BYTES_PER_PARAM * P_i / t_i
+    p2p cut i    = alpha + bytes(G/m) / (bw * streams) on the hop's route (one queue per
+                   cable and direction, :mod:`hetray.planner.links`); link class intra-node /
+                   inter-node / cross
+    dp_i         = hierarchical all-reduce of P_i / t_i * dtype bytes over the stage's nodes,
+                   NIC shared per node or per device (:mod:`hetray.planner.links`)
+    opt_i        = OPTIMIZER_BYTES_PER_PARAM * P_i / t_i / memory bandwidth  (/ dp_i with ZeRO-1)
+    mem_i        = state(P_i / t_i)
                    + act(b_i, t_i) * L_i / v * peak in-flight chunks  (+ logits on the last stage;
-                   recompute keeps only the layer input s b h, plus one layer's act)
+                   recompute keeps only the layer input s b h, plus one layer's act; selective
+                   recompute drops the attention core's 5 a s^2 b / t bytes)
+    state(P)     = STATE_BYTES_PER_PARAM * P, or with ZeRO-1 (16 - 12 (1 - 1/dp_i)) P: the
+                   12 bytes of fp32 master weights and Adam moments are sharded over dp_i
 
 The pipeline makespan comes from :func:`hetray.pipeline.simulator.simulate` on these times;
 ``step = makespan + max_i dp_i + max_i opt_i`` (no overlap assumed).
@@ -45,6 +51,7 @@ from hetray.cluster.spec import ClusterSpec, LinkClass, LinkSpec, device_spec
 from hetray.core.errors import InfeasiblePlanError
 from hetray.core.units import GIB
 from hetray.pipeline.simulator import PipelineTimings, SimResult, Transfer, simulate
+from hetray.planner.links import GroupShape, allreduce_s, hierarchical_allreduce_s, hop_transfer
 from hetray.planner.model_spec import DType, ModelSpec
 from hetray.planner.plan import DeviceGroup, Plan, StagePlan, node_group_of
 
@@ -58,6 +65,8 @@ N_HALF = 256.0
 W_HALF = 128.0
 #: bf16 weights + bf16 grads + fp32 master, Adam m and v (mixed-precision Adam).
 STATE_BYTES_PER_PARAM = 16.0
+#: Of those, the fp32 master weights and Adam m and v, which ZeRO-1 shards over dp.
+OPTIMIZER_STATE_BYTES_PER_PARAM = 12.0
 #: Bytes the Adam step reads and writes per parameter.
 OPTIMIZER_BYTES_PER_PARAM = 32.0
 #: Share of device memory usable for states and activations (rest: workspace, fragmentation).
@@ -146,14 +155,6 @@ def efficiency(tokens: float, width: float) -> float:
     return E_MAX * tokens / (tokens + N_HALF) * width / (width + W_HALF)
 
 
-def allreduce_s(num_bytes: float, ranks: int, link: LinkSpec) -> float:
-    """Ring all-reduce of ``num_bytes`` over ``ranks`` devices on ``link``."""
-    if ranks <= 1:
-        return 0.0
-    steps = 2.0 * (ranks - 1)
-    return steps / ranks * num_bytes / link.bandwidth_bytes_per_s + steps * link.latency_s
-
-
 def link_between(cluster: ClusterSpec, a: DeviceGroup, b: DeviceGroup,
                  per_node: int) -> tuple[LinkClass, LinkSpec]:
     """Link class and link joining two device groups (``per_node`` devices per node)."""
@@ -163,6 +164,21 @@ def link_between(cluster: ClusterSpec, a: DeviceGroup, b: DeviceGroup,
                  and a.nodes(per_node) == b.nodes(per_node))
     kind = LinkClass.INTRA_NODE if same_node else LinkClass.INTER_NODE
     return kind, cluster.link(a.cluster, a.cluster, kind)
+
+
+def state_bytes(params: float, dp: int, zero: bool) -> float:
+    """Weight, gradient and optimizer bytes per device for ``params`` parameters.
+
+    >>> state_bytes(1.0, 4, zero=False), state_bytes(1.0, 4, zero=True)
+    (16.0, 7.0)
+    """
+    sharded = OPTIMIZER_STATE_BYTES_PER_PARAM * (1.0 - 1.0 / dp) if zero else 0.0
+    return (STATE_BYTES_PER_PARAM - sharded) * params
+
+
+def attention_core_flops(model: ModelSpec, batch: float) -> float:
+    """Forward FLOPs of one layer's attention scores and their weighted sum, ``4 b s^2 h``."""
+    return 4.0 * batch * model.seq_len * model.seq_len * model.hidden_size
 
 
 def stage_params(model: ModelSpec, stage: StagePlan, first: bool, last: bool) -> float:
@@ -193,30 +209,34 @@ def _stage_cost(plan: Plan, cluster: ClusterSpec, model: ModelSpec, index: int) 
     intra = cluster.link(group.cluster, group.cluster, LinkClass.INTRA_NODE)
     tp_comm = 2 * stage.num_layers * allreduce_s(model.boundary_bytes(batch), stage.tp, intra)
     params = stage_params(model, stage, index == 0, last) / stage.tp
-    dp_link = intra if len(group.nodes(per_node)) == 1 else cluster.link(
-        group.cluster, group.cluster, LinkClass.INTER_NODE)
+    inter = cluster.link(group.cluster, group.cluster, LinkClass.INTER_NODE)
+    dp_s = hierarchical_allreduce_s(params * model.dtype.num_bytes,
+                                    GroupShape.of(stage, per_node), intra, inter)
     hop, link_class = None, None
     if not last:
-        link_class, link = link_between(cluster, group, plan.stages[index + 1].devices, per_node)
-        hop = _transfer(plan, model, index, link_class, link)
+        link_class, hop = _transfer(plan, cluster, model, index)
     backward = (3.0 if plan.recompute else 2.0) * fwd + (2 if plan.recompute else 1) * tp_comm
+    if plan.selective_recompute and not plan.recompute:
+        backward += stage.num_layers * attention_core_flops(model, batch) / (rate / stage.dp)
     return StageCost(
         forward_s=fwd + tp_comm, backward_s=backward, tp_comm_s=3.0 * tp_comm if plan.recompute
         else 2.0 * tp_comm,
         hop=hop, link_class=link_class,
-        dp_allreduce_s=allreduce_s(params * model.dtype.num_bytes, stage.dp, dp_link),
-        optimizer_s=OPTIMIZER_BYTES_PER_PARAM * params / spec.memory_bandwidth_bytes_per_s,
-        memory_bytes=STATE_BYTES_PER_PARAM * params,  # activations added after simulation
+        dp_allreduce_s=dp_s,
+        optimizer_s=OPTIMIZER_BYTES_PER_PARAM * params / spec.memory_bandwidth_bytes_per_s
+        / (stage.dp if plan.zero else 1),
+        memory_bytes=state_bytes(params, stage.dp, plan.zero),  # + activations after sim
         capacity_bytes=USABLE_MEMORY_FRACTION * spec.memory_bytes, throughput_flops=rate)
 
 
-def _transfer(plan: Plan, model: ModelSpec, index: int, link_class: LinkClass,
-              link: LinkSpec) -> Transfer:
+def _transfer(plan: Plan, cluster: ClusterSpec, model: ModelSpec,
+              index: int) -> tuple[LinkClass, Transfer]:
     """The hop from stage ``index`` to the next one (the wrap hop when ``index`` is last)."""
-    nxt = plan.stages[(index + 1) % len(plan.stages)]
-    streams = 1 if link_class is LinkClass.CROSS_CLUSTER else min(plan.stages[index].dp, nxt.dp)
-    return Transfer(latency_s=link.latency_s, bytes_per_s=link.bandwidth_bytes_per_s * streams,
-                    num_bytes=model.boundary_bytes(plan.microbatch_size))
+    p = len(plan.stages)
+    a, b = plan.stages[index], plan.stages[(index + 1) % p]
+    per_node = (node_group_of(cluster, a.devices, index).devices_per_node,
+                node_group_of(cluster, b.devices, (index + 1) % p).devices_per_node)
+    return hop_transfer(cluster, a, b, per_node, model.boundary_bytes(plan.microbatch_size))
 
 
 def _timings(plan: Plan, cluster: ClusterSpec, model: ModelSpec,
@@ -225,10 +245,7 @@ def _timings(plan: Plan, cluster: ClusterSpec, model: ModelSpec,
     hops = [stage.hop for stage in stages[:-1] if stage.hop is not None]
     wrap = hops[0] if hops else Transfer(latency_s=0.0, bytes_per_s=1.0, num_bytes=0.0)
     if p > 2:
-        last = plan.stages[-1].devices
-        kind, link = link_between(cluster, last, plan.stages[0].devices,
-                                  node_group_of(cluster, last, p - 1).devices_per_node)
-        wrap = _transfer(plan, model, p - 1, kind, link)
+        wrap = _transfer(plan, cluster, model, p - 1)[1]
     return PipelineTimings(
         forward_s=tuple(s.forward_s for s in stages),
         backward_s=tuple(s.backward_s for s in stages),
@@ -242,7 +259,7 @@ def _with_activations(plan: Plan, model: ModelSpec, stages: list[StageCost],
     for i, (stage, cost) in enumerate(zip(plan.stages, stages, strict=True)):
         batch = plan.microbatch_size / stage.dp
         act = activation_bytes(model, stage, batch, plan.recompute, plan.num_chunks,
-                               sim.peak_in_flight[i])
+                               sim.peak_in_flight[i], plan.selective_recompute)
         if i == len(stages) - 1:  # fp32 logits of one micro-batch
             act += 4.0 * batch * model.seq_len * model.vocab_size / stage.tp
         out.append(_replace_memory(cost, cost.memory_bytes + act))
@@ -250,13 +267,17 @@ def _with_activations(plan: Plan, model: ModelSpec, stages: list[StageCost],
 
 
 def activation_bytes(model: ModelSpec, stage: StagePlan, batch: float, recompute: bool,
-                     num_chunks: int, in_flight_chunks: int) -> float:
+                     num_chunks: int, in_flight_chunks: int, selective: bool = False) -> float:
     """Activation bytes per device of ``stage`` holding ``in_flight_chunks`` chunk-activations.
 
     With ``recompute`` each layer keeps only its input, plus one layer's full activations
-    while its backward runs.
+    while its backward runs; ``selective`` (without ``recompute``) drops the attention
+    core's ``5 a s^2 b / t`` share (``dtype`` scaled) of every layer.
     """
     per_layer = model.layer_activation_bytes(batch, stage.tp)
+    if selective and not recompute:
+        s, a = model.seq_len, model.num_heads
+        per_layer -= model.dtype.num_bytes / 2.0 * 5.0 * a * s * s * batch / stage.tp
     kept = model.boundary_bytes(batch) if recompute else per_layer
     held = kept * stage.num_layers / num_chunks * in_flight_chunks
     return held + (per_layer if recompute else 0.0)
@@ -283,6 +304,15 @@ def estimate(plan: Plan, cluster: ClusterSpec, model: ModelSpec) -> Cost:
         tokens_per_s=plan.global_batch * model.seq_len / step, stages=final)
 
 
+def layers_text(count: int) -> str:
+    """``"1 layer"``, ``"2 layers"``.
+
+    >>> layers_text(1), layers_text(3)
+    ('1 layer', '3 layers')
+    """
+    return f"{count} layer" if count == 1 else f"{count} layers"
+
+
 def check_memory(plan: Plan, cost: Cost) -> None:
     """Raise for the stage that overflows device memory the most.
 
@@ -297,7 +327,7 @@ def check_memory(plan: Plan, cost: Cost) -> None:
     raise InfeasiblePlanError(
         index,
         f"{group.count} x {group.device_model} in {group.cluster} (dp={plan.stages[index].dp}, "
-        f"tp={plan.stages[index].tp}, {plan.stages[index].num_layers} layers) need "
+        f"tp={plan.stages[index].tp}, {layers_text(plan.stages[index].num_layers)}) need "
         f"{stage.memory_bytes / GIB:.1f} GiB per device but have {stage.capacity_bytes / GIB:.1f}"
         f" GiB usable: short by {shortfall / GIB:.1f} GiB",
         shortfall_bytes=shortfall)

@@ -39,9 +39,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from hetray.accel.detect import CPU_MODEL
 from hetray.cluster.spec import (
     Cluster,
     ClusterSpec,
@@ -125,6 +127,34 @@ def with_schedule(plan: Plan, schedule: Schedule) -> Plan:
     keep = plan.schedule in INTERLEAVED and schedule in INTERLEAVED
     v = plan.num_chunks if keep else num_chunks_for(schedule)
     return dataclasses.replace(plan, schedule=schedule, num_chunks=v)
+
+
+def scale_plan(plan: Plan, num_layers: int) -> Plan:
+    """``plan`` with its layer split scaled to a model of ``num_layers`` layers.
+
+    Each stage keeps its share of the layers (largest remainder, at least one per stage and
+    at least ``v`` when interleaved); everything else (devices, dp, tp, batching) is kept.
+
+    Raises:
+        ConfigError: fewer layers than the plan needs (``p`` stages times ``v`` chunks).
+    """
+    p, total = len(plan.stages), plan.stages[-1].layer_end
+    low = plan.num_chunks
+    if num_layers < p * low:
+        raise ConfigError("--scale", "layers", num_layers,
+                          f">= {p * low} (the plan's {p} stages x v={low})")
+    ideal = [s.num_layers * num_layers / total for s in plan.stages]
+    counts = [max(low, int(x)) for x in ideal]
+    while sum(counts) != num_layers:
+        grow = sum(counts) < num_layers
+        pick = [i for i in range(p) if grow or counts[i] > low]
+        i = max(pick, key=lambda j: (ideal[j] - counts[j]) * (1 if grow else -1))
+        counts[i] += 1 if grow else -1
+    stages, start = [], 0
+    for stage, n in zip(plan.stages, counts, strict=True):
+        stages.append(dataclasses.replace(stage, layer_start=start, layer_end=start + n))
+        start += n
+    return dataclasses.replace(plan, stages=tuple(stages))
 
 
 def load_plan(path: Path) -> Plan:
@@ -227,3 +257,64 @@ def step_records(plan: Plan, spec: ClusterSpec, config: RunConfig,
     model = model_spec(config)
     cost = cost_model.estimate(plan, spec, model)
     return [plan_record(plan, spec, model, cost, measured_s=t) for t in step_times_s]
+
+
+def predicted_vs_measured(plan: Plan, spec: ClusterSpec, config: RunConfig,
+                          summary: Mapping[str, Any]) -> list[str]:
+    """Lines comparing the cost model with a run, per stage and for the step.
+
+    A stage's measured compute is its busy fraction times the median step (after the
+    first); its prediction is ``m (t_fwd + t_bwd)`` of :mod:`hetray.planner.cost_model` on
+    ``spec`` (whose device specs, for ``CPU``, are this host's measured ones).
+
+    Args:
+        plan: the plan that ran.
+        spec: the spec it ran on.
+        config: its run config (the model that ran).
+        summary: :meth:`hetray.pipeline.report.RunReport.summary` of the run.
+    """
+    import statistics
+
+    cost = cost_model.estimate(plan, spec, model_spec(config))
+    steps = list(summary["step_s"])
+    step = statistics.median(steps[1:] or steps)
+    lines = [f"step: predicted {cost.step_time_s:.3f} s, measured {step:.3f} s "
+             f"({100 * (cost.step_time_s - step) / step:+.0f}%)"]
+    for i, (stage, busy) in enumerate(zip(cost.stages, summary["busy_fraction"], strict=True)):
+        predicted = (stage.forward_s + stage.backward_s) * plan.num_microbatches
+        lines.append(f"stage {i}: compute predicted {predicted:.3f} s, measured "
+                     f"{busy * step:.3f} s")
+    return lines
+
+
+def on_local_devices(config: RunConfig, num_cpus: int) -> RunConfig:
+    """``config`` with every replica on this machine's CPUs (a plan run scaled down).
+
+    Clusters, nodes, row shares and emulated links stay as the plan and spec made them; each
+    replica asks for ``accel:CPU`` and a share of ``num_cpus`` small enough that all fit.
+    """
+    stages = tuple(dataclasses.replace(s, device_model=CPU_MODEL)
+                   for s in config.pipeline.stages)
+    replicas = sum(len(s.shares) for s in stages)
+    resources = dataclasses.replace(
+        config.resources,
+        cpus_per_replica=min(config.resources.cpus_per_replica, num_cpus / replicas),
+        device_units=min(config.resources.device_units, 1.0 / replicas))
+    return dataclasses.replace(config, pipeline=dataclasses.replace(config.pipeline,
+                                                                    stages=stages),
+                               resources=resources)
+
+
+def as_cpu_run(plan: Plan, spec: ClusterSpec) -> tuple[Plan, ClusterSpec]:
+    """``plan`` and ``spec`` with every device a ``CPU`` (this host's measured spec).
+
+    What a scaled-down run of the plan on this machine is predicted and recorded against:
+    same clusters, nodes, links and split, the devices that actually ran.
+    """
+    clusters = tuple(dataclasses.replace(c, node_groups=tuple(
+        dataclasses.replace(g, device_model=CPU_MODEL) for g in c.node_groups))
+        for c in spec.clusters)
+    stages = tuple(dataclasses.replace(s, devices=dataclasses.replace(
+        s.devices, device_model=CPU_MODEL)) for s in plan.stages)
+    return (dataclasses.replace(plan, stages=stages),
+            dataclasses.replace(spec, clusters=clusters))

@@ -8,6 +8,8 @@ field                          meaning
 =============================  ==========================================================
 kind                           ``layer`` (``hetray profile``: one transformer layer fwd+bwd)
                                or ``step`` (one training iteration of a pipeline run)
+                               or ``predicted`` (``hetray profile --predict``: a layer
+                               predicted by the CDMPP latency model, hetray.latency)
 device_model                   registry model or ``CPU`` (slowest device for ``step``)
 peak_flops                     device peak FLOP/s at the dtype used
 memory_bandwidth_bytes_per_s   device memory bandwidth
@@ -56,7 +58,7 @@ from hetray.core.strict_text import parse_json, read_config_text
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-KINDS = ("layer", "step")
+KINDS = ("layer", "step", "predicted")  # predicted: hetray latency (CDMPP), no timing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

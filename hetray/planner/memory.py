@@ -3,7 +3,7 @@
 Symbols as in :mod:`hetray.planner.plan`; ``P_i`` parameters of stage ``i``, ``c_i`` the
 chunk-activations stage ``i`` holds at its peak. Per device of stage ``i`` (bytes)::
 
-    need_i = STATE_BYTES_PER_PARAM * P_i / tp_i + act(b_i, tp_i) * L_i / v * c_i
+    need_i = state(P_i / tp_i) + act(b_i, tp_i) * L_i / v * c_i      (state: ZeRO-1 aware)
              (+ fp32 logits of one micro-batch on the last stage)
     free_i = USABLE_MEMORY_FRACTION * device memory - need_i
 
@@ -50,11 +50,15 @@ class MemoryLoad:
         num_microbatches: ``m``; 0 for the optimistic bound before ``m`` is chosen.
         num_chunks: ``v`` virtual chunks per stage.
         recompute: activation recomputation.
+        selective: selective (attention-core) recomputation, when ``recompute`` is off.
+        zero: ZeRO-1 (optimizer states sharded over dp).
     """
 
     num_microbatches: int = 0
     num_chunks: int = 1
     recompute: bool = True
+    selective: bool = False
+    zero: bool = True
 
     def in_flight(self, num_stages: int, index: int) -> int:
         """Chunk-activations stage ``index`` of ``num_stages`` holds at its peak."""
@@ -86,8 +90,9 @@ def stage_free_bytes(model: ModelSpec, global_batch: int, groups: Sequence[Devic
         params = cost_model.stage_params(model, stage, i == 0, i == p - 1) / tp
         sequences = global_batch / load.num_microbatches if load.num_microbatches else 0.0
         replica_batch = sequences / dp if load.num_microbatches else 1
-        need = cost_model.STATE_BYTES_PER_PARAM * params + cost_model.activation_bytes(
-            model, stage, replica_batch, load.recompute, load.num_chunks, load.in_flight(p, i))
+        need = cost_model.state_bytes(params, dp, load.zero) + cost_model.activation_bytes(
+            model, stage, replica_batch, load.recompute, load.num_chunks, load.in_flight(p, i),
+            load.selective)
         if load.num_microbatches and i == p - 1:  # fp32 logits of one micro-batch
             need += 4.0 * sequences / dp * model.seq_len * model.vocab_size / tp
         usable = cost_model.USABLE_MEMORY_FRACTION * device_spec(group.device_model).memory_bytes

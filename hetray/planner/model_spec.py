@@ -34,6 +34,7 @@ from hetray.accel.specs import Precision
 from hetray.core.errors import ConfigError
 from hetray.core.limits import check_limit
 from hetray.core.strict_text import parse_yaml, read_config_text
+from hetray.models.registry import ARCHITECTURES, Architecture
 
 logger = logging.getLogger(__name__)
 
@@ -135,27 +136,16 @@ class ModelSpec:
         return float(batch * self.seq_len * self.hidden_size * self.dtype.num_bytes)
 
 
-def _preset(name: str, sizes: tuple[int, int, int, int, int], gated: bool, seq: int,
-            vocab: int) -> ModelSpec:
-    layers, hidden, heads, kv_heads, ffn = sizes
-    return ModelSpec(name=name, num_layers=layers, hidden_size=hidden, num_heads=heads,
-                     num_kv_heads=kv_heads, ffn_size=ffn, gated_mlp=gated, seq_len=seq,
-                     vocab_size=vocab)
+def _preset(name: str, arch: Architecture) -> ModelSpec:
+    return ModelSpec(name=name, num_layers=arch.num_layers, hidden_size=arch.hidden,
+                     num_heads=arch.heads, num_kv_heads=arch.kv_heads, ffn_size=arch.ffn,
+                     gated_mlp=arch.gated, seq_len=arch.seq_len, vocab_size=arch.vocab)
 
 
-#: GPT sizes from Brown et al. 2020 (table 2.1); LLaMA-2 from Touvron et al. 2023 / HF configs.
-PRESETS: dict[str, ModelSpec] = {
-    spec.name: spec
-    for spec in (
-        _preset("gpt-1.3b", (24, 2048, 16, 16, 8192), False, 2048, 50257),
-        _preset("gpt-2.7b", (32, 2560, 32, 32, 10240), False, 2048, 50257),
-        _preset("gpt-6.7b", (32, 4096, 32, 32, 16384), False, 2048, 50257),
-        _preset("gpt-13b", (40, 5120, 40, 40, 20480), False, 2048, 50257),
-        _preset("llama2-7b", (32, 4096, 32, 32, 11008), True, 4096, 32000),
-        _preset("llama2-13b", (40, 5120, 40, 40, 13824), True, 4096, 32000),
-        _preset("llama2-70b", (80, 8192, 64, 8, 28672), True, 4096, 32000),
-    )
-}
+#: Every architecture of the one model registry (:mod:`hetray.models.registry`), which the
+#: trainer reads too.
+PRESETS: dict[str, ModelSpec] = {name: _preset(name, arch)
+                                 for name, arch in ARCHITECTURES.items()}
 
 _KEYS = ("schema_version", "name", "num_layers", "hidden_size", "num_heads", "num_kv_heads",
          "ffn_size", "gated_mlp", "seq_len", "vocab_size", "dtype")

@@ -104,6 +104,11 @@ class Plan:
         num_chunks: ``v`` virtual chunks per stage (1 unless interleaved).
         schedule: pipeline schedule.
         recompute: recompute activations in backward (keeps only each layer's input).
+        selective_recompute: recompute only the attention core (softmax, dropout, scores),
+            Korthikanti et al. 2022; ignored when ``recompute`` is set.
+        zero: ZeRO-1 / distributed optimizer: the fp32 master weights and Adam moments are
+            sharded over each stage's ``dp`` replicas (gradients reduce-scattered, updated
+            weights all-gathered: the bytes of one all-reduce).
     """
 
     stages: tuple[StagePlan, ...]
@@ -112,6 +117,8 @@ class Plan:
     num_chunks: int = limited("layers", 1)
     schedule: Schedule = Schedule.ONE_F_ONE_B
     recompute: bool = False
+    selective_recompute: bool = False
+    zero: bool = False
 
     def __post_init__(self) -> None:
         _at_least("Plan", {"global_batch": (self.global_batch, 1),
@@ -189,7 +196,8 @@ def _check_batching(plan: Plan) -> None:
             raise InfeasiblePlanError(index, f"micro-batch of {plan.microbatch_size} sequences "
                                       f"does not split over dp={stage.dp} replicas")
         if stage.num_layers < v:
-            raise InfeasiblePlanError(index, f"{stage.num_layers} layers cannot form v={v} "
+            layers = "1 layer" if stage.num_layers == 1 else f"{stage.num_layers} layers"
+            raise InfeasiblePlanError(index, f"{layers} cannot form v={v} "
                                       "virtual chunks")
     interleaved = plan.schedule in (Schedule.INTERLEAVED, Schedule.VIRTUAL_1F1B)
     if interleaved and m % p:

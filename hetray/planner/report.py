@@ -25,7 +25,7 @@ import pandas as pd
 
 from hetray.core.config import config_to_dict
 from hetray.core.units import GIB
-from hetray.planner.plan import plan_to_json
+from hetray.planner.plan import Plan, plan_to_json
 from hetray.planner.rf_model import FitReport
 from hetray.planner.scoring import RankedPlan, SearchResult
 
@@ -95,6 +95,11 @@ class RunReport:
         pd.DataFrame(self.rows()).to_parquet(path, index=False)
 
 
+def _recompute_text(plan: Plan) -> str:
+    """``full``, ``selective`` or ``no``."""
+    return "full" if plan.recompute else "selective" if plan.selective_recompute else "no"
+
+
 def plan_table(ranked: RankedPlan) -> str:
     """The chosen plan as a text table: stage, devices, dp/tp, layers, time share, memory."""
     plan, cost = ranked.plan, ranked.cost
@@ -111,7 +116,8 @@ def plan_table(ranked: RankedPlan) -> str:
              for row in rows]
     lines.append(f"m={plan.num_microbatches} micro-batches of {plan.microbatch_size} sequences, "
                  f"schedule {plan.schedule.value}, v={plan.num_chunks}, "
-                 f"recompute={'yes' if plan.recompute else 'no'}; bubble "
+                 f"recompute={_recompute_text(plan)}, zero-1={'yes' if plan.zero else 'no'}; "
+                 "bubble "
                  f"{100 * cost.bubble_fraction:.1f}%, step {ranked.step_time_s:.3f} s, "
                  f"{ranked.tokens_per_s:,.0f} tokens/s")
     return "\n".join(lines)

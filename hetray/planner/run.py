@@ -55,6 +55,10 @@ SPECS_DIR = Path(__file__).resolve().parents[2] / "cluster_configs" / "specs"
 #: The baselines a run compares against unless told otherwise.
 DEFAULT_BASELINES = (SearchMethod.GREEDY, SearchMethod.UNIFORM, SearchMethod.RANDOM)
 _SOURCE = "planner run config"
+#: Share of ``budget_s`` MCTS gets when baselines follow (all of it, less the reserve, alone).
+MCTS_SHARE = 0.6
+#: Share of ``budget_s`` kept for the report, the closest-candidate search and shutdown.
+RESERVE_SHARE = 0.1
 
 #: Called with each step's result as it finishes.
 Progress = Callable[[SearchResult], None]
@@ -110,7 +114,9 @@ class RunConfig:
         cluster: a spec name in ``cluster_configs/specs`` or the path of a cluster spec YAML.
         model: a model preset (``llama2-13b``, ``gpt-6.7b`` ...) or a model YAML path.
         global_batch: ``G`` sequences per iteration.
-        budget_s: MCTS time budget per worker, seconds.
+        budget_s: seconds for the whole run: MCTS gets :data:`MCTS_SHARE` of it when
+            baselines follow, each baseline an equal part of what is left, and
+            :data:`RESERVE_SHARE` stays for the report (or the infeasibility search).
         budget_evals: MCTS budget per worker in distinct evaluated plans.
         max_stages: largest number of pipeline stages considered.
         measurements: Parquet/JSON measurements (``hetray profile``) for the RF correction;
@@ -206,17 +212,28 @@ class PlanDriver:
         searchers: the search workers.
         cost_model: the cost-model server the workers use, if any (stopped with them).
         progress: called with each step's result.
+        spent_s: seconds of ``config.budget_s`` already spent (the command's start-up).
     """
 
     def __init__(self, config: RunConfig, problem: PlanProblem,
                  searchers: ActorGroup[SearchWorker],
                  cost_model: ActorGroup[CostModelServer] | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, spent_s: float = 0.0) -> None:
         self.config, self.problem = config, problem
         self.searchers, self.cost_model, self.progress = searchers, cost_model, progress
         self.pending = [SearchMethod.MCTS, *config.baselines]
         self.results: list[SearchResult] = []
         self._started = time.perf_counter()
+        self._end = self._started - spent_s + config.budget_s
+        self._deadline = self._end - config.budget_s * RESERVE_SHARE
+
+    def _budget_s(self, method: SearchMethod) -> float:
+        """Seconds ``method`` may take now: its share of what is left before the deadline."""
+        left = max(0.0, self._deadline - time.perf_counter())
+        if method is SearchMethod.MCTS:
+            share = MCTS_SHARE / (1.0 - RESERVE_SHARE) if self.config.baselines else 1.0
+            return max(1e-3, left * share)
+        return max(1e-3, left / max(1, len(self.pending)))
 
     @property
     def done(self) -> bool:
@@ -265,9 +282,10 @@ class PlanDriver:
         if self.done:
             raise RuntimeError("step: every method of the run has been searched")
         method = self.pending[0]
-        result = self.search(method)
+        result = self.search(method, budget_s=self._budget_s(method))
         if method is SearchMethod.MCTS and result.best is None:
-            raise_infeasible(self.problem.search_space())
+            left = self._end - time.perf_counter() - self.config.budget_s * RESERVE_SHARE / 2
+            raise_infeasible(self.problem.search_space(), budget_s=max(0.2, left))
         self.pending.pop(0)
         self.results.append(result)
         if self.progress is not None:
@@ -306,11 +324,11 @@ class PlanDriver:
 
 
 def open_driver(config: RunConfig, backend: Backend | None = None,
-                progress: Progress | None = None) -> PlanDriver:
+                progress: Progress | None = None, spent_s: float = 0.0) -> PlanDriver:
     """Load the problem, start the groups on ``backend`` and return their driver.
 
     Use it as a context manager (``with open_driver(config) as driver:``): leaving the block
-    stops the groups.
+    stops the groups. ``spent_s``: seconds of the budget the caller already used (start-up).
 
     Raises:
         ConfigError: unknown cluster or model.
@@ -325,7 +343,7 @@ def open_driver(config: RunConfig, backend: Backend | None = None,
         if cost_model is not None:
             cost_model.shutdown()
         raise
-    return PlanDriver(config, problem, searchers, cost_model, progress)
+    return PlanDriver(config, problem, searchers, cost_model, progress, spent_s)
 
 
 def run(config: RunConfig, backend: Backend | None = None,

@@ -16,8 +16,9 @@ Principles filter the options of each level; :class:`Principle` names them and
   cheapest cross-cluster cuts (and their reverse), offered in order of a rough estimate
   ``max(compute at peak, slowest cut's traffic)``.
 * P5 layers proportional to stage throughput, perturbed by at most 2 layers at one cut.
-* P6 memory feasible (an estimate here, the exact check at the leaf); activation
-  recomputation only where a plan does not fit without it.
+* P6 memory feasible (an estimate here, the exact check at the leaf); ZeRO-1 on every
+  stage with ``dp > 1`` (same bytes as an all-reduce, less memory and optimizer time), then
+  the cheapest recomputation that fits: none, selective (attention core), full.
 * P7 bound: optimistic compute time no better than the best plan so far (applied by search).
 * P8 ``m >= p``; virtual chunks only when ``m % p == 0`` and every stage has ``>= v`` layers.
 """
@@ -77,6 +78,10 @@ class SpaceConfig:
     num_tp_steps: int = 2
     max_layer_shift: int = 2
     principles: bool = True
+
+
+#: (recompute, selective) in order of cost: none, attention core only, full.
+_MEMORY_MODES = ((False, False), (False, True), (True, False))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -330,9 +335,11 @@ class SearchSpace:
         self._prune(Principle.MEMORY, len(keep) - len(fits))
         return sorted(fits, key=proxy)
 
-    def _fits(self, state: SearchState, m: int, v: int, recompute: bool) -> bool:
+    def _fits(self, state: SearchState, m: int, v: int, recompute: bool,
+              selective: bool = False) -> bool:
         """Memory estimate with the real per-replica batch and the schedule's in-flight count."""
-        load = MemoryLoad(num_microbatches=m, num_chunks=v, recompute=recompute)
+        load = MemoryLoad(num_microbatches=m, num_chunks=v, recompute=recompute,
+                          selective=selective)
         free = stage_free_bytes(self.model, self.global_batch, decided(state.groups),
                                 decided(state.tps), decided(state.layers), load)
         return min(free) >= 0
@@ -346,19 +353,15 @@ class SearchSpace:
             if v > 1 and (p == 1 or m % p or min(layers) < v):
                 self._prune(Principle.MICROBATCHES, 1)
                 continue
-            recompute = not self._fits(state, m, v, False)
-            if recompute and not self._fits(state, m, v, True):
+            modes = [mode for mode in _MEMORY_MODES if self._fits(state, m, v, *mode)]
+            if not modes:
                 self._prune(Principle.MEMORY, 1)
                 continue
-            if v == 1:
-                out.append(ChunkChoice(num_chunks=1, schedule=Schedule.ONE_F_ONE_B,
-                                       recompute=recompute))
-                continue
-            out.append(ChunkChoice(num_chunks=v, schedule=Schedule.INTERLEAVED,
-                                   recompute=recompute))
-            if len(order) > 1:
-                out.append(ChunkChoice(num_chunks=v, schedule=Schedule.VIRTUAL_1F1B,
-                                       recompute=recompute))
+            recompute, selective = modes[0]
+            schedules = ([Schedule.ONE_F_ONE_B] if v == 1 else [Schedule.INTERLEAVED]
+                         + ([Schedule.VIRTUAL_1F1B] if len(order) > 1 else []))
+            out += [ChunkChoice(num_chunks=v, schedule=schedule, recompute=recompute,
+                                selective=selective, zero=True) for schedule in schedules]
         return out
 
     def build(self, state: SearchState) -> Plan:
@@ -371,7 +374,9 @@ class SearchSpace:
             start += num
         return Plan(stages=tuple(stages), global_batch=self.global_batch,
                     num_microbatches=decided(state.num_microbatches), num_chunks=chunks.num_chunks,
-                    schedule=chunks.schedule, recompute=chunks.recompute)
+                    schedule=chunks.schedule, recompute=chunks.recompute,
+                    selective_recompute=chunks.selective,
+                    zero=chunks.zero and any(s.dp > 1 for s in stages))
 
     def lower_bound_s(self, state: SearchState) -> float:
         """Optimistic step seconds once layers are fixed: busiest stage's compute at E_MAX."""

@@ -9,7 +9,7 @@ order (level: field, its type, what it decides)::
     3 tps               tuple[int, ...]           tensor-parallel degree per stage (dp = count / tp)
     4 layers            tuple[int, ...]           layers per stage
     5 num_microbatches  int                       m
-    6 chunks            ChunkChoice               (v, schedule, recompute)
+    6 chunks            ChunkChoice               (v, schedule, recompute, selective, ZeRO-1)
 
 A state has the first :attr:`SearchState.level` fields set and the rest ``None``;
 :meth:`SearchState.extend` sets the next one. States are hashable values (MCTS caches the
@@ -49,11 +49,15 @@ class ChunkChoice:
         num_chunks: ``v`` virtual chunks per stage (1 = no interleaving).
         schedule: the pipeline schedule.
         recompute: recompute activations in backward.
+        selective: recompute only the attention core (when ``recompute`` is off).
+        zero: ZeRO-1, optimizer states sharded over dp.
     """
 
     num_chunks: int
     schedule: Schedule
     recompute: bool
+    selective: bool = False
+    zero: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

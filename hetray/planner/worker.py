@@ -122,7 +122,7 @@ class SearchWorker:
         Args:
             method: GREEDY, UNIFORM, RANDOM or EXHAUSTIVE.
             budget_evals: distinct plans RANDOM evaluates (the others ignore it).
-            budget_s: seconds after which RANDOM stops sampling.
+            budget_s: seconds after which the baseline stops and returns its best so far.
             seed: RANDOM's seed.
 
         Raises:
@@ -130,15 +130,15 @@ class SearchWorker:
         """
         problem, evaluate = self.problem, self.evaluate
         if method is SearchMethod.GREEDY:
-            return greedy_search(problem.search_space(), evaluate)
+            return greedy_search(problem.search_space(), evaluate, budget_s=budget_s)
         if method is SearchMethod.UNIFORM:  # Megatron-style: the default space's stage limit
             return uniform_plan_search(problem.cluster, problem.model, problem.global_batch,
-                                       evaluate)
+                                       evaluate, budget_s=budget_s)
         if method is SearchMethod.RANDOM:
             return random_search(problem.search_space(), evaluate, budget_evals, seed=seed,
                                  budget_s=budget_s)
         if method is SearchMethod.EXHAUSTIVE:
-            return exhaustive_search(problem.search_space(), evaluate)
+            return exhaustive_search(problem.search_space(), evaluate, budget_s=budget_s)
         raise ValueError(f"method: expected a baseline, got {method!r}; MCTS runs in search()")
 
     def shutdown(self) -> None:

@@ -163,8 +163,22 @@ def test_cross_link_naming_an_unknown_cluster(tmp_path):
 
 def test_wrong_schema_version(tmp_path):
     data = _base()
-    data["schema_version"] = 2
-    _expect(tmp_path, data, "schema_version", 2, "1")
+    data["schema_version"] = 3
+    _expect(tmp_path, data, "schema_version", 3, "2")
+
+
+def test_version_1_is_refused_with_how_to_state_nic_sharing(tmp_path):
+    data = _base()
+    data["schema_version"] = 1
+    _expect(tmp_path, data, "schema_version", 1, "bandwidth_per: node | device")
+
+
+def test_inter_node_link_must_say_who_shares_its_bandwidth(tmp_path):
+    data = _base()
+    del data["clusters"][0]["inter_node_link"]["bandwidth_per"]
+    _expect(tmp_path, data, "clusters[0].inter_node_link.bandwidth_per", "<missing>", "required")
+    data["clusters"][0]["inter_node_link"]["bandwidth_per"] = "rack"
+    _expect(tmp_path, data, "clusters[0].inter_node_link.bandwidth_per", "rack", "device | node")
 
 
 def test_not_a_mapping(tmp_path):
@@ -204,13 +218,14 @@ def _spec_dicts(draw: st.DrawFn) -> dict:
                 for i in range(draw(st.integers(1, 3)))
             ],
             "intra_node_link": draw(_link),
-            "inter_node_link": draw(_link),
+            "inter_node_link": {**draw(_link),
+                                "bandwidth_per": draw(st.sampled_from(["node", "device"]))},
         }
         for name in names
     ]
     cross = [{"clusters": [a, b], **draw(_link)}
              for i, a in enumerate(names) for b in names[i + 1:]]
-    return {"schema_version": 1, "name": draw(_names), "clusters": clusters,
+    return {"schema_version": 2, "name": draw(_names), "clusters": clusters,
             "cross_cluster_links": cross}
 
 

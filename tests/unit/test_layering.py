@@ -68,7 +68,7 @@ PACKAGE_DEPS = {
     "temporal": BASE | {"graph"},
     "mspipe": BASE | {"graph", "temporal"},
     "pipeline": BASE | {"models"},
-    "planner": BASE | {"pipeline"},
+    "planner": BASE | {"models", "pipeline"},
     "theory": {"core"},
     "incremental": {"core", "graph"},
     "finance": {"core", "temporal", "mspipe"},

@@ -44,7 +44,8 @@ def test_plan_model_that_fits_nowhere_names_stage_and_shortfall():
     assert result.exit_code == 2  # the model and cluster given cannot work together
     assert "fits no plan" in result.output
     assert "short by" in result.output
-    assert "V100" in result.output
+    # the closest candidate (tests/unit/planner/test_closest.py) names its devices and split
+    assert " x A100-80GB in dc-a100 (dp=" in result.output
 
 
 def test_profile_writes_measurements_and_reports_mape(tmp_path):

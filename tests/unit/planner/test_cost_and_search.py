@@ -81,10 +81,12 @@ def test_mcts_reaches_exhaustive_optimum_with_few_evaluations():
     model = PRESETS["gpt-2.7b"]
     evaluate = analytical_evaluator(SPEC, model)
     exhaustive = exhaustive_search(SearchSpace(SPEC, model, 128, SMALL), evaluate)
+    # 1/6 of the space: with NICs shared per node (two-cluster-16) the optimum is a 4-stage
+    # plan with an unbalanced layer split that greedy rollouts reach after ~15% of the leaves
     result = mcts_search(SearchSpace(SPEC, model, 128, SMALL), evaluate,
-                         SearchConfig(budget_evals=exhaustive.num_evaluations // 10))
+                         SearchConfig(budget_evals=exhaustive.num_evaluations // 6))
     assert result.best.step_time_s <= exhaustive.best.step_time_s * 1.01
-    assert result.num_evaluations <= exhaustive.num_evaluations // 10
+    assert result.num_evaluations <= exhaustive.num_evaluations // 6
     assert result.pruned  # the principles pruned something and said so
     for baseline in (greedy_search(SearchSpace(SPEC, model, 128, SMALL), evaluate),
                      random_search(SearchSpace(SPEC, model, 128, SMALL), evaluate, 50),
@@ -94,16 +96,18 @@ def test_mcts_reaches_exhaustive_optimum_with_few_evaluations():
 
 def _tiny_cluster():
     return parse_cluster_spec({
-        "schema_version": 1, "name": "tiny",
+        "schema_version": 2, "name": "tiny",
         "clusters": [
             {"name": "a", "node_groups": [{"name": "g", "device_model": "A100-40GB",
                                            "devices_per_node": 2, "num_nodes": 1}],
              "intra_node_link": {"latency_s": 5e-6, "bandwidth_gbit_per_s": 2400},
-             "inter_node_link": {"latency_s": 1e-5, "bandwidth_gbit_per_s": 200}},
+             "inter_node_link": {"latency_s": 1e-5, "bandwidth_gbit_per_s": 200,
+                                 "bandwidth_per": "node"}},
             {"name": "b", "node_groups": [{"name": "g", "device_model": "V100",
                                            "devices_per_node": 2, "num_nodes": 1}],
              "intra_node_link": {"latency_s": 5e-6, "bandwidth_gbit_per_s": 1200},
-             "inter_node_link": {"latency_s": 1e-5, "bandwidth_gbit_per_s": 100}}],
+             "inter_node_link": {"latency_s": 1e-5, "bandwidth_gbit_per_s": 100,
+                                 "bandwidth_per": "node"}}],
         "cross_cluster_links": [{"clusters": ["a", "b"], "latency_s": 1e-3,
                                  "bandwidth_gbit_per_s": 100}]}, "tiny")
 

@@ -55,10 +55,13 @@ def test_one_worker_run_equals_the_in_process_search_and_baselines():
     evaluate = analytical_evaluator(problem.cluster, problem.model)
     mcts = _direct(QUICK, QUICK.seed)
     assert _key(report.search)[:2] == _key(mcts)[:2]
-    expected = [greedy_search(problem.search_space(), evaluate),
-                uniform_plan_search(problem.cluster, problem.model, 32, evaluate),
+    # the run caps each baseline's seconds (a 60 s budget never binds here), and capped
+    # searches score in small batches: the direct calls are capped the same way
+    expected = [greedy_search(problem.search_space(), evaluate, budget_s=QUICK.budget_s),
+                uniform_plan_search(problem.cluster, problem.model, 32, evaluate,
+                                    budget_s=QUICK.budget_s),
                 random_search(problem.search_space(), evaluate, mcts.num_evaluations,
-                              seed=QUICK.seed)]
+                              seed=QUICK.seed, budget_s=QUICK.budget_s)]
     assert [r.method for r in report.baselines] == ["greedy", "uniform", "random"]
     for got, want in zip(report.baselines, expected, strict=True):
         assert _key(got)[:2] == _key(want)[:2]
@@ -87,7 +90,7 @@ def test_driver_steps_one_method_at_a_time_and_reports_progress():
 def test_a_model_that_fits_nowhere_raises_with_the_shortfall():
     with pytest.raises(InfeasiblePlanError, match="short by") as err:
         run(RunConfig(model="llama2-70b", global_batch=64, budget_s=3.0, baselines=()))
-    assert "V100" in str(err.value)
+    assert "A100-80GB" in str(err.value)   # the closest candidate (test_closest.py)
 
 
 def test_report_is_json_and_parquet(tmp_path):
@@ -151,3 +154,18 @@ def test_search_state_takes_decisions_in_order():
     assert hash(state) == hash(SearchState(num_stages=2, order=("a", "b")))
     with pytest.raises(ValueError, match="in order"):
         SearchState(order=("a",))
+
+
+@pytest.mark.parametrize("model", ["gpt-1.3b", "llama2-70b"])
+def test_budget_bounds_the_whole_run_baselines_included(model):
+    import time
+
+    budget = 2.0
+    start = time.perf_counter()
+    if model == "llama2-70b":   # fits nowhere on two-cluster-16
+        with pytest.raises(InfeasiblePlanError, match="short by"):
+            run(RunConfig(model=model, budget_s=budget))
+    else:
+        report = run(RunConfig(model=model, budget_s=budget))
+        assert [r["method"] for r in report.rows()] == ["mcts", "greedy", "uniform", "random"]
+    assert time.perf_counter() - start <= 1.2 * budget
