@@ -18,6 +18,7 @@ mspipe       ``[{CPU: cpus}]``, plus ``{CPU: (2 + shards) actor_cpus}`` for    -
              mspipe mode: the sampler, fetcher and store shards run in it
 theory       ``[{CPU: cpus}]``                                                 1 worker
 incremental  ``[{CPU: cpus}]``                                                 1 learner
+pres         ``[{CPU: cpus}]`` (sequential runs in the trial process)          --
 ===========  ================================================================  =========
 
 ``cpus`` and ``accel`` come from the grid's ``resources`` section (``accel: A100`` adds
@@ -99,6 +100,7 @@ RAY_BACKENDS: dict[str, str] = {
     "mspipe": "hetray.actors.mspipe:RayBackend",
     "theory": "hetray.actors.theory:RayBackend",
     "incremental": "hetray.actors.incremental:RayBackend",
+    "pres": "hetray.actors.mspipe:RayBackend",  # unused: PRES trials run sequentially
 }
 
 

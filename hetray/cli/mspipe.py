@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -46,6 +47,7 @@ from hetray.temporal.formats import DELIMITERS, CsvHeader
 from hetray.temporal.link_metrics import LinkMetrics
 from hetray.temporal.loaders import EventFormat, detect_format
 from hetray.temporal.model_config import ModelKind
+from hetray.temporal.pres_config import MAX_COMPONENTS, GammaRule
 from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.synthetic import SyntheticConfig
 
@@ -63,6 +65,7 @@ Examples:
   hetray train mspipe --staleness 2 --shards 2 --storage-dir /scratch/mspipe-runs
   hetray train mspipe --no-checkpoints     # a dead memory shard then ends the run
   hetray train mspipe --print-config > mspipe.yaml  # edit, then: --config mspipe.yaml
+  hetray train mspipe --pipeline sequential --pres --pres-components 2 --batch-size 800
 """
 #: One line per evaluation protocol, printed with the metrics.
 EVALUATION_HELP = {
@@ -82,6 +85,8 @@ FLAGS = {
     "num_heads": "model.num_heads", "dropout": "model.dropout", "fmt": "data.format",
     "sort": "data.sort", "columns": "data.csv.columns", "header": "data.csv.header",
     "delimiter": "data.csv.delimiter", "time_format": "data.csv.time_format",
+    "pres": "pres.enabled", "pres_components": "pres.components", "pres_beta": "pres.beta",
+    "pres_forgetting": "pres.forgetting", "pres_write_back": "pres.write_back",
 }
 
 
@@ -92,6 +97,19 @@ def _staleness(_ctx: click.Context, _param: click.Parameter, value: str) -> int 
     if not value.isdigit():
         raise click.BadParameter(f"expected 'auto' or an integer >= 0, got {value!r}")
     return int(value)
+
+
+def _pres_gamma(_ctx: click.Context, _param: click.Parameter, value: str) -> float | None:
+    """``auto`` -> None (Kalman-style), else a fixed weight in [0, 1]."""
+    if value == "auto":
+        return None
+    try:
+        gamma = float(value)
+    except ValueError:
+        gamma = math.nan
+    if not 0.0 <= gamma <= 1.0:
+        raise click.BadParameter(f"expected 'auto' or a number in [0, 1], got {value!r}")
+    return gamma
 
 
 @contextmanager
@@ -136,12 +154,24 @@ def _print(config: RunConfig, report: RunReport) -> None:
     click.echo(f"tested epoch {report.best_epoch} (validation AP by epoch: "
                f"{', '.join(f'{ap:.4f}' for ap in report.val_history)})")
     click.echo(f"training throughput: {report.train_events_per_s:.0f} events/s")
+    click.echo(f"pending events: {100 * report.pending_ratio:.1f}% of training events share a "
+               f"node with an earlier event of their batch; PRES "
+               f"{_pres_summary(config) if report.pres else 'off'}")
     hist = ", ".join(f"k={k}: {v}" for k, v in report.staleness.items())
     click.echo(f"observed staleness (iterations): {hist}")
     stages = ", ".join(f"{s} {ms:.2f}" for s, ms in report.stage_ms.items())
     click.echo(f"stage times (ms, moving average): {stages}")
     for recovery in report.recoveries:
         click.echo(f"recovery: {recovery}")
+
+
+def _pres_summary(config: RunConfig) -> str:
+    """PRES's settings in one phrase."""
+    pres = config.pres
+    gamma = "auto" if pres.gamma_rule == GammaRule.AUTO else f"{pres.gamma:g}"
+    where = "written back" if pres.write_back else "loss only"
+    return (f"on (K={pres.components}, beta={pres.beta:g}, gamma={gamma}, "
+            f"rho={pres.forgetting:g}, {where})")
 
 
 def _echo_format(data: DataConfig) -> None:
@@ -250,6 +280,28 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
               type=click.IntRange(min=0),
               help="Batches between shard checkpoints (0: only at epoch starts); the trainer "
                    "keeps about this many write-backs to replay.")
+@click.option("--pres/--no-pres", default=DEFAULTS.pres.enabled, show_default=True,
+              help="PRES: predict the memory transitions that events sharing a batch miss, "
+                   "fuse them into the memory, and add a memory-coherence loss term "
+                   "(docs/pres.md); off: plain training, bit for bit.")
+@click.option("--pres-components", default=DEFAULTS.pres.components, show_default=True,
+              type=click.IntRange(1, MAX_COMPONENTS),
+              help="Components K of PRES's online Gaussian mixture over memory transitions.")
+@click.option("--pres-beta", default=DEFAULTS.pres.beta, show_default=True,
+              type=click.FloatRange(min=0),
+              help="Weight of PRES's memory-coherence term beta * (1 - mean cos(new, previous "
+                   "memory)); 0: none.")
+@click.option("--pres-gamma", default="auto", show_default=True, callback=_pres_gamma,
+              help="Fusion weight of the predicted memory: 'auto' (Kalman-style, from the two "
+                   "estimates' measured errors) or a fixed number in [0, 1] (the paper's "
+                   "code: 0.9).")
+@click.option("--pres-forgetting", default=DEFAULTS.pres.forgetting, show_default=True,
+              type=click.FloatRange(0, 1, min_open=True),
+              help="Factor PRES's statistics decay by per batch (1: never forget).")
+@click.option("--pres-write-back/--pres-loss-only", default=DEFAULTS.pres.write_back,
+              show_default=True,
+              help="Write PRES's corrected memory to the memory store, or use it for the "
+                   "batch's loss only (the paper's code).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON.")
 @address_option
@@ -261,12 +313,16 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
            batch_size: int, lr: float, memory_dim: int, time_dim: int, num_neighbors: int,
            num_heads: int, dropout: float, evaluation: str, threads: int, shards: int,
            io_batches: int,
+           pres: bool, pres_components: int, pres_beta: float, pres_gamma: float | None,
+           pres_forgetting: float, pres_write_back: bool,
            storage_dir: str, checkpoints: bool, checkpoint_dir: str, checkpoint_every: int,
            json_out: Path | None, address: str | None, ship_project: bool) -> None:
     """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)
     if ctx.get_parameter_source("staleness") is click.core.ParameterSource.COMMANDLINE:
         config = replace(config, pipeline=config.pipeline.with_staleness(staleness))
+    if ctx.get_parameter_source("pres_gamma") is click.core.ParameterSource.COMMANDLINE:
+        config = replace(config, pres=config.pres.with_gamma(pres_gamma))
     if print_config:
         echo_config(config)
         return

@@ -19,6 +19,7 @@ from hetray.temporal.data import EventStream
 from hetray.temporal.formats import CsvLayout, LoadedEvents, LoadOptions, read_events
 from hetray.temporal.loaders import EventFormat
 from hetray.temporal.model_config import ModelConfig, ModelKind
+from hetray.temporal.pres_config import PresConfig
 from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
 
@@ -162,6 +163,7 @@ class RunConfig:
     Attributes:
         data: the event stream. model: the model. pipeline: mode and staleness.
         train: optimisation. store: the mspipe mode's workers.
+        pres: PRES's prediction-correction and coherence term (off by default).
         storage_dir: the root of the runs' files (a plain path; relative to the working
             directory): an mspipe-mode run with checkpoints makes its own new directory
             ``run-{stamp}-{id}`` here (:mod:`hetray.mspipe.storage`).
@@ -172,6 +174,7 @@ class RunConfig:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    pres: PresConfig = field(default_factory=PresConfig)
     storage_dir: str = DEFAULT_STORAGE_DIR
 
     def __post_init__(self) -> None:

@@ -63,6 +63,9 @@ class EpochRecord:
         staleness: iterations per observed staleness (batches). max_bound_excess: max of
             ``min_version - served version`` (<= 0: the bound held).
         num_recoveries: memory-store shards restored during the training pass.
+        pending_ratio: fraction of the training events whose source or destination
+            occurred earlier in the same batch (PRES's pending events).
+        cpu_s: CPU seconds of the trainer's process during the training pass.
     """
 
     epoch: int
@@ -74,16 +77,20 @@ class EpochRecord:
     staleness: dict[int, int]
     max_bound_excess: int
     num_recoveries: int
+    pending_ratio: float = 0.0
+    cpu_s: float = 0.0
 
     @classmethod
-    def of(cls, epoch: int, done: PassReport, val: LinkMetrics | None) -> EpochRecord:
+    def of(cls, epoch: int, done: PassReport, val: LinkMetrics | None, *,
+           pending_ratio: float = 0.0, cpu_s: float = 0.0) -> EpochRecord:
         """The record of training pass ``done`` and validation metrics ``val``."""
         return cls(epoch=epoch, num_events=done.num_events, wall_s=done.wall_s,
                    loss=done.mean_loss, val_ap=val.ap if val else math.nan,
                    val_auc=val.auc if val else math.nan,
                    staleness=dict(sorted(done.staleness.items())),
                    max_bound_excess=done.max_bound_excess,
-                   num_recoveries=len(done.recoveries))
+                   num_recoveries=len(done.recoveries), pending_ratio=pending_ratio,
+                   cpu_s=cpu_s)
 
     @property
     def events_per_s(self) -> float:
@@ -103,7 +110,8 @@ class EpochRecord:
                 "mean_staleness": self.mean_staleness,
                 "max_staleness": max(self.staleness, default=0),
                 "max_bound_excess": self.max_bound_excess,
-                "num_recoveries": self.num_recoveries}
+                "num_recoveries": self.num_recoveries, "pending_ratio": self.pending_ratio,
+                "cpu_s": self.cpu_s}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +135,7 @@ class RunReport:
         evaluation: the protocol of every AP / AUC (``hetray`` or ``tgn``).
         warnings: problems of the split that did not stop the run, with the cut times.
         threads: the trainer's torch threads.
+        pres: whether PRES corrected the memory and added its coherence term.
     """
 
     dataset: str
@@ -147,10 +156,11 @@ class RunReport:
     evaluation: EvalProtocol = EvalProtocol.HETRAY
     warnings: tuple[str, ...] = ()
     threads: int = 0
+    pres: bool = False
 
     @classmethod
     def of(cls, fit: FitReport, *, events: EventStream, mode: PipelineMode,
-           epochs: Sequence[EpochRecord], threads: int = 0) -> RunReport:
+           epochs: Sequence[EpochRecord], threads: int = 0, pres: bool = False) -> RunReport:
         """The report of a finished :class:`~hetray.mspipe.fit.FitReport`."""
         per_batch = max(fit.num_train_batches, 1)
         return cls(
@@ -164,7 +174,7 @@ class RunReport:
             stage_ms_per_batch={s: 1000 * total / per_batch
                                 for s, total in fit.clock.totals.items()},
             recoveries=tuple(fit.recoveries), evaluation=fit.evaluation,
-            warnings=tuple(fit.warnings), threads=threads)
+            warnings=tuple(fit.warnings), threads=threads, pres=pres)
 
     @property
     def train_wall_s(self) -> float:
@@ -178,6 +188,11 @@ class RunReport:
         return sum(e.num_events for e in self.epochs) / wall if wall else 0.0
 
     @property
+    def pending_ratio(self) -> float:
+        """Pending-event ratio of the training batches (the same every epoch; 0 if none)."""
+        return self.epochs[-1].pending_ratio if self.epochs else 0.0
+
+    @property
     def val_history(self) -> list[float]:
         """Validation AP after each epoch."""
         return [e.val_ap for e in self.epochs]
@@ -188,6 +203,7 @@ class RunReport:
             "dataset": self.dataset, "num_events": self.num_events, "num_nodes": self.num_nodes,
             "mode": self.mode.value, "evaluation": self.evaluation.value,
             "trainer_threads": self.threads, "warnings": list(self.warnings),
+            "pres": self.pres, "pending_ratio": self.pending_ratio,
             "val": metrics_dict(self.val), "test": metrics_dict(self.test),
             "test_inductive": metrics_dict(self.test_inductive),
             "train_events_per_s": self.train_events_per_s, "train_wall_s": self.train_wall_s,

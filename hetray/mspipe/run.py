@@ -51,12 +51,13 @@ from hetray.mspipe.sources import (
 from hetray.mspipe.staleness import Mitigation, PipelineMode
 from hetray.mspipe.storage import RunStorage
 from hetray.mspipe.store import LocalMemoryStore
-from hetray.mspipe.store_worker import MemoryStoreWorker, shard_failure
 from hetray.mspipe.store_client import MemoryStoreClient
+from hetray.mspipe.store_worker import MemoryStoreWorker, shard_failure
 from hetray.mspipe.threads import trainer_threads, usable_cpus
 from hetray.temporal.formats import LoadedEvents
 from hetray.temporal.link_metrics import LinkMetrics
 from hetray.temporal.models import ModelConfig
+from hetray.temporal.pres import Pres
 from hetray.temporal.protocol import split_for
 
 logger = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class MSPipeDriver:
     Attributes:
         events, split: the stream and its chronological split.
         model: the model being trained.
+        pres: the trainer's PRES state (None with PRES off).
         memory_stores: the shard workers' group (None in sequential mode).
         storage: the run's checkpoint directory (None without memory-store checkpoints).
         epochs: one record per epoch stepped.
@@ -137,13 +139,15 @@ class MSPipeDriver:
         logger.info("trainer: %d torch threads", self.threads)
         model_cfg = config.model.model_config(self.events.edge_feat_dim)
         self.model = build_model(model_cfg, config.train.seed)
+        self.pres = Pres(config.pres, self.events.num_nodes, model_cfg.memory_dim) \
+            if config.pres.enabled else None
         self.memory_stores: ActorGroup[MemoryStoreWorker] | None = None
         self.storage: RunStorage | None = None
         self._groups: list[ActorGroup[Any]] = []
         sources, store = self._stages(model_cfg, backend)
         self.loop = EpochLoop(self.model, self.split, train_cfg=config.train,
                               pipe_cfg=config.pipeline, sources=sources, store=store,
-                              progress=progress or QUIET)
+                              progress=progress or QUIET, pres=self.pres)
         self.loop.report.warnings[:0] = loaded.notes  # how the file was read comes first
         self.epochs: list[EpochRecord] = []
 
@@ -193,7 +197,10 @@ class MSPipeDriver:
 
     def step(self) -> EpochRecord:
         """Train one epoch and validate it; returns its record."""
-        record = EpochRecord.of(len(self.epochs) + 1, self.loop.step(), self.loop.report.val)
+        done = self.loop.step()
+        record = EpochRecord.of(len(self.epochs) + 1, done, self.loop.report.val,
+                                pending_ratio=self.loop.report.pending_ratios[-1],
+                                cpu_s=self.loop.report.cpu_s[-1])
         self.epochs.append(record)
         return record
 
@@ -207,7 +214,8 @@ class MSPipeDriver:
             self.step()
         fit = self.loop.finish()
         return RunReport.of(fit, events=self.events, mode=self.config.pipeline.mode,
-                            epochs=self.epochs, threads=self.threads)
+                            epochs=self.epochs, threads=self.threads,
+                            pres=self.config.pres.enabled)
 
     def close(self) -> None:
         """Shut the groups down, remove the run's checkpoints, put torch's threads back.

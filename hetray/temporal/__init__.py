@@ -1,7 +1,9 @@
 """Memory-based temporal GNNs (TGN, JODIE, APAN): event streams, loaders, sampling, models.
 
 A library shared by the temporal systems (MSPipe in :mod:`hetray.mspipe`); it holds no
-training pipeline of its own and imports no Ray.
+training pipeline of its own and imports no Ray. PRES (prediction-correction of
+pending-event memories, memory coherence; ``docs/pres.md``) is :mod:`hetray.temporal.pres`,
+used by the training step when the trainer passes its state.
 """
 
 from hetray.core.lazy_exports import lazy_exports
@@ -19,6 +21,8 @@ _EXPORTS = {
     "MemoryTGNN": "hetray.temporal.models",
     "ModelConfig": "hetray.temporal.model_config",
     "ModelKind": "hetray.temporal.model_config",
+    "Pres": "hetray.temporal.pres",
+    "PresConfig": "hetray.temporal.pres_config",
     "SyntheticConfig": "hetray.temporal.synthetic",
     "TemporalSplit": "hetray.temporal.data",
     "chronological_split": "hetray.temporal.data",

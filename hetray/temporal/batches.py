@@ -115,3 +115,30 @@ def neighbour_features(nbrs: Neighbours, edge_feat: np.ndarray) -> NeighbourFeat
 def fetch_features(batch: SampledBatch, edge_feat: np.ndarray) -> SampledBatch:
     """Stage 2 inline: a copy of ``batch`` with ``nbr_feat`` float32 (R, K, D_e) set."""
     return neighbour_features(batch.nbrs, edge_feat).attach(batch)
+
+
+def pending_ratio(src: np.ndarray, dst: np.ndarray) -> float:
+    """Fraction of a batch's events whose source or destination occurred earlier in it.
+
+    These are PRES's *pending events*: batch-parallel training updates their endpoints'
+    memory from a state that misses the earlier event's transition (the direct measure of
+    temporal discontinuity; :mod:`hetray.temporal.pres`).
+
+    Args:
+        src: int64 (B,) sources in time order.
+        dst: int64 (B,) destinations.
+
+    Example:
+        >>> pending_ratio(np.array([0, 2, 1]), np.array([1, 3, 4]))
+        0.3333333333333333
+    """
+    num = len(src)
+    if num == 0:
+        return 0.0
+    nodes = np.stack([src, dst], axis=1).ravel()  # endpoints in event order
+    event = np.repeat(np.arange(num), 2)
+    _, first, inverse = np.unique(nodes, return_index=True, return_inverse=True)
+    # pending: an endpoint met in an earlier event (a self-loop's own two ends are one event)
+    later = event > event[first][inverse]
+    pending = later.reshape(num, 2).any(axis=1)
+    return float(pending.mean())

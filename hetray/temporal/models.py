@@ -22,6 +22,7 @@ mail to the two endpoints only (TGL also delivers to sampled neighbours).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -62,12 +63,15 @@ class ModelOutputs:
         pos_logit: float32 (B,). neg_logit: float32 (B,).
         new_memory: float32 (2B, D) updated memory of ``[src; dst]`` (detached).
         new_mem_ts: float64 (2B,) its timestamps.
+        memory: float32 (U, D) every row's updated memory, with its gradient (PRES's
+            coherence term reads it).
     """
 
     pos_logit: torch.Tensor
     neg_logit: torch.Tensor
     new_memory: torch.Tensor
     new_mem_ts: torch.Tensor
+    memory: torch.Tensor
 
 
 class TimeEncode(nn.Module):
@@ -286,9 +290,16 @@ class MemoryTGNN(nn.Module):
             self.time_proj = nn.Linear(1, cfg.memory_dim)
         self.predictor = EdgePredictor(cfg.memory_dim)
 
-    def forward(self, x: ModelInputs) -> ModelOutputs:
-        """Score ``[src; dst; neg]`` roots; returns logits and the endpoints' new memory."""
+    def forward(self, x: ModelInputs,
+                correct: Callable[[torch.Tensor], torch.Tensor] | None = None) -> ModelOutputs:
+        """Score ``[src; dst; neg]`` roots; returns logits and the endpoints' new memory.
+
+        ``correct`` maps the updated memory (U, D) to the memory the embeddings read and the
+        write-back holds (PRES's fusion, :mod:`hetray.temporal.pres`); None: unchanged.
+        """
         memory, mem_ts = self.updater(x)
+        if correct is not None:
+            memory = correct(memory)
         if self.cfg.kind == ModelKind.TGN:
             h = self.embed(memory, x)
         elif self.cfg.kind == ModelKind.JODIE:
@@ -301,4 +312,5 @@ class MemoryTGNN(nn.Module):
         neg = self.predictor(h[:num], h[2 * num:])
         true_rows = x.root_idx[: 2 * num]
         return ModelOutputs(pos_logit=pos, neg_logit=neg,
-                            new_memory=memory[true_rows].detach(), new_mem_ts=mem_ts[true_rows])
+                            new_memory=memory[true_rows].detach(), new_mem_ts=mem_ts[true_rows],
+                            memory=memory)

@@ -6,7 +6,10 @@ Glossary: ``B`` events per batch, ``R = 3B`` roots, ``U`` fetched nodes, ``K`` n
 
 A step is stage 4 of MSPipe: it takes a sampled batch and the memory rows read for it,
 runs the model, and returns the write-back (stage 5's input) as a
-:class:`~hetray.temporal.memory.MemoryUpdate`.
+:class:`~hetray.temporal.memory.MemoryUpdate`. Given the trainer's
+:class:`~hetray.temporal.pres.Pres`, a step corrects the memory of rows that miss
+transitions, adds the memory-coherence term to the loss and updates PRES's state; without
+it, it runs exactly the plain step.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from torch import nn
 
 from hetray.temporal.batches import SampledBatch
 from hetray.temporal.memory import MemoryRows, MemoryUpdate, build_update
-from hetray.temporal.models import MemoryTGNN, ModelInputs
+from hetray.temporal.models import MemoryTGNN, ModelInputs, ModelOutputs
+from hetray.temporal.pres import BatchCorrection, Pres, coherence_loss
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,34 +70,89 @@ def _update_of(batch: SampledBatch, new_memory: torch.Tensor,
                         new_memory.numpy(), new_mem_ts.numpy())
 
 
-def train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer, batch: SampledBatch,
-               rows: MemoryRows, memory: np.ndarray) -> StepResult:
-    """Forward, BCE loss on positives and negatives, backward, optimizer step."""
-    start = time.perf_counter()
-    model.train()
-    out = model(to_inputs(batch, rows, memory))
-    loss_fn = nn.BCEWithLogitsLoss()
-    loss = loss_fn(out.pos_logit, torch.ones_like(out.pos_logit)) + \
-        loss_fn(out.neg_logit, torch.zeros_like(out.neg_logit))
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
-    return StepResult(loss=float(loss), update=_update_of(batch, out.new_memory, out.new_mem_ts),
+def _pres_forward(model: MemoryTGNN, x: ModelInputs, batch: SampledBatch,
+                  pres: Pres) -> tuple[ModelOutputs, BatchCorrection, MemoryUpdate]:
+    """The model with PRES's correction; returns its outputs, the correction, the write-back.
+
+    ``write_back`` off: the write-back holds the uncorrected memory ``s_bar``.
+    """
+    correction = pres.begin(batch.nodes, x.memory)
+    out = model(x, correct=correction)
+    new_memory = out.new_memory
+    if not pres.cfg.write_back and correction.computed is not None:
+        new_memory = correction.computed[x.root_idx[:2 * batch.size]]
+    return out, correction, _update_of(batch, new_memory, out.new_mem_ts)
+
+
+def _endpoints(batch: SampledBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows int64 (E,) of the batch's sources and destinations, and their nodes."""
+    rows = np.unique(batch.root_idx[:2 * batch.size])
+    return rows, batch.nodes[rows]
+
+
+def _result(loss: torch.Tensor | float, update: MemoryUpdate, out: ModelOutputs,
+            start: float) -> StepResult:
+    return StepResult(loss=float(loss), update=update,
                       pos_score=torch.sigmoid(out.pos_logit).detach().double().numpy(),
                       neg_score=torch.sigmoid(out.neg_logit).detach().double().numpy(),
                       step_s=time.perf_counter() - start)
 
 
+def train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer, batch: SampledBatch,
+               rows: MemoryRows, memory: np.ndarray, pres: Pres | None = None) -> StepResult:
+    """Forward, BCE loss on positives and negatives (+ PRES's coherence), backward, step."""
+    if pres is None:
+        return _plain_train_step(model, optimizer, batch, rows, memory)
+    start = time.perf_counter()
+    model.train()
+    x = to_inputs(batch, rows, memory)
+    out, correction, update = _pres_forward(model, x, batch, pres)
+    loss = _bce(out)
+    ends = _endpoints(batch)
+    if pres.cfg.beta > 0:
+        index = torch.from_numpy(ends[0])
+        loss = loss + coherence_loss(out.memory.index_select(0, index),
+                                     x.memory.index_select(0, index), pres.cfg.beta)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    pres.finish(correction, ends, batch.src, batch.dst)
+    return _result(loss, update, out, start)
+
+
+def _bce(out: ModelOutputs) -> torch.Tensor:
+    """Mean BCE of the positives against 1 plus that of the negatives against 0."""
+    loss_fn = nn.BCEWithLogitsLoss()
+    return loss_fn(out.pos_logit, torch.ones_like(out.pos_logit)) + \
+        loss_fn(out.neg_logit, torch.zeros_like(out.neg_logit))
+
+
+def _plain_train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer,
+                      batch: SampledBatch, rows: MemoryRows, memory: np.ndarray) -> StepResult:
+    """The step without PRES."""
+    start = time.perf_counter()
+    model.train()
+    out = model(to_inputs(batch, rows, memory))
+    loss = _bce(out)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return _result(loss, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
+
+
 @torch.no_grad()
 def eval_step(model: MemoryTGNN, batch: SampledBatch, rows: MemoryRows,
-              memory: np.ndarray) -> StepResult:
-    """Score a batch without gradients (memory is still written back, as in TGN)."""
+              memory: np.ndarray, pres: Pres | None = None) -> StepResult:
+    """Score a batch without gradients (memory is still written back, as in TGN).
+
+    With ``pres`` the memory is corrected and PRES's state updated as in training.
+    """
     start = time.perf_counter()
     model.eval()
-    out = model(to_inputs(batch, rows, memory))
-    return StepResult(loss=0.0, update=_update_of(batch, out.new_memory, out.new_mem_ts),
-                      pos_score=torch.sigmoid(out.pos_logit).double().numpy(),
-                      neg_score=torch.sigmoid(out.neg_logit).double().numpy(),
-                      step_s=time.perf_counter() - start)
-
-
+    x = to_inputs(batch, rows, memory)
+    if pres is None:
+        out = model(x)
+        return _result(0.0, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
+    out, correction, update = _pres_forward(model, x, batch, pres)
+    pres.finish(correction, _endpoints(batch), batch.src, batch.dst)
+    return _result(0.0, update, out, start)
