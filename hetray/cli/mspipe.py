@@ -28,6 +28,8 @@ from hetray.cli.common import (
     echo_config,
     handle_errors,
     resolve_run_config,
+    resolve_storage,
+    storage_options,
 )
 from hetray.cli.progress import Bar
 from hetray.mspipe.config import (
@@ -66,6 +68,8 @@ Examples:
   hetray train mspipe --no-checkpoints     # a dead memory shard then ends the run
   hetray train mspipe --print-config > mspipe.yaml  # edit, then: --config mspipe.yaml
   hetray train mspipe --pipeline sequential --pres --pres-components 2 --batch-size 800
+  hetray train tgnn --storage s3://bucket/runs/tgn --epochs 20   # a checkpoint every epoch
+  hetray train tgnn --storage s3://bucket/runs/tgn --epochs 20 --resume
 """
 #: One line per evaluation protocol, printed with the metrics.
 EVALUATION_HELP = {
@@ -304,6 +308,7 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
                    "batch's loss only (the paper's code).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON.")
+@storage_options
 @address_option
 @handle_errors
 @click.pass_context
@@ -316,7 +321,8 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
            pres: bool, pres_components: int, pres_beta: float, pres_gamma: float | None,
            pres_forgetting: float, pres_write_back: bool,
            storage_dir: str, checkpoints: bool, checkpoint_dir: str, checkpoint_every: int,
-           json_out: Path | None, address: str | None, ship_project: bool) -> None:
+           json_out: Path | None, address: str | None, ship_project: bool,
+           storage: str | None, resume: bool) -> None:
     """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)
     if ctx.get_parameter_source("staleness") is click.core.ParameterSource.COMMANDLINE:
@@ -330,11 +336,13 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
         refuse_reused(config.store.checkpoint_dir)  # before Ray starts
     _echo_format(config.data)
     loaded = read_dataset(config.data)  # a bad file is refused before torch and Ray load
+    where = resolve_storage("tgnn", storage, resume)
     backend = _backend(config, address, ship_project)
     from hetray.mspipe.run import run
 
     with _bars() as bars:
-        report = run(config, backend, progress=bars, loaded=loaded)
+        report = run(config, backend, progress=bars, loaded=loaded, storage=where,
+                     resume=resume)
     _print(config, report)
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False),

@@ -157,7 +157,7 @@ class FitReport:
 
 
 @dataclass(slots=True)
-class _Best:
+class BestEpoch:
     """The best epoch so far: validation metrics, parameters and memory after validation."""
 
     epoch: int = 0
@@ -224,8 +224,8 @@ class EpochLoop:
         for warning in self.report.warnings:
             logger.warning("%s", warning)
         self._metrics = partial(METRICS[train_cfg.evaluation], batch_size=train_cfg.batch_size)
-        self._best = _Best()
-        self._stopped = False
+        self.best = BestEpoch()
+        self.stopped = False
 
     @property
     def epoch(self) -> int:
@@ -235,7 +235,7 @@ class EpochLoop:
     @property
     def done(self) -> bool:
         """Whether every epoch ran or early stopping ended training."""
-        return self._stopped or self.epoch >= self.train_cfg.epochs
+        return self.stopped or self.epoch >= self.train_cfg.epochs
 
     def step(self) -> PassReport:
         """Train one epoch from zeroed memory, then stream the validation events.
@@ -251,14 +251,14 @@ class EpochLoop:
         report.val_history.append(report.val.ap)
         logger.info("epoch %d: val AP %.4f", epoch + 1, report.val.ap)
         patience = self.train_cfg.patience
-        if report.val.ap > self._best.ap:
-            self._best = _Best(epoch=epoch + 1, val=report.val)
+        if report.val.ap > self.best.ap:
+            self.best = BestEpoch(epoch=epoch + 1, val=report.val)
             if patience:  # what a restore puts back: parameters, and memory after validation
-                self._best.state = copy.deepcopy(self.model.state_dict())
-                self._best.memory = self.store.snapshot()
-                self._best.pres = self.pres.state_dict() if self.pres is not None else {}
-        elif patience and epoch + 1 - self._best.epoch >= patience:
-            self._stopped = True
+                self.best.state = copy.deepcopy(self.model.state_dict())
+                self.best.memory = self.store.snapshot()
+                self.best.pres = self.pres.state_dict() if self.pres is not None else {}
+        elif patience and epoch + 1 - self.best.epoch >= patience:
+            self.stopped = True
         return done
 
     def test(self) -> tuple[LinkMetrics, LinkMetrics]:
@@ -288,7 +288,7 @@ class EpochLoop:
     def finish(self) -> FitReport:
         """Restore the best epoch (with patience), test, and return the report."""
         self.report.best_epoch = self.epoch
-        if self.train_cfg.patience and 0 < self._best.epoch != self.report.best_epoch:
+        if self.train_cfg.patience and 0 < self.best.epoch != self.report.best_epoch:
             self._restore()
         self.test()
         return self.report
@@ -338,7 +338,7 @@ class EpochLoop:
 
     def _restore(self) -> None:
         """Put back the best epoch's parameters and its memory after validation."""
-        best = self._best
+        best = self.best
         self.model.load_state_dict(best.state)
         self.store.load_snapshot(best.memory)
         if self.pres is not None:

@@ -35,11 +35,15 @@ from typing import Any, Protocol
 
 import torch
 
+import hetray.core.storage as core_storage
+from hetray.core.config import config_to_dict
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
 from hetray.mspipe.config import QUIET, Progress, RunConfig, read_dataset
 from hetray.mspipe.fit import EpochLoop, MemoryStore, build_model, memory_config
 from hetray.mspipe.report import EpochRecord, RunReport
+from hetray.mspipe.resume import RESUMABLE_CHANGES, save_epoch
+from hetray.mspipe.resume import resume as resume_epochs
 from hetray.mspipe.sources import (
     FetcherWorker,
     GroupSources,
@@ -208,10 +212,16 @@ class MSPipeDriver:
         """Test AP / AUC (transductive) of the current parameters, after the last pass."""
         return self.loop.test()[0]
 
-    def run(self) -> RunReport:
-        """Step until done, restore the best epoch (with patience), test; the report."""
+    def run(self, checkpoints: core_storage.CheckpointLog | None = None) -> RunReport:
+        """Step until done, restore the best epoch (with patience), test; the report.
+
+        ``checkpoints``: the run storage's, written after every epoch
+        (:func:`hetray.mspipe.resume.save_epoch`).
+        """
         while not self.done:
             self.step()
+            if checkpoints is not None:
+                save_epoch(self, checkpoints)
         fit = self.loop.finish()
         return RunReport.of(fit, events=self.events, mode=self.config.pipeline.mode,
                             epochs=self.epochs, threads=self.threads,
@@ -238,7 +248,8 @@ class MSPipeDriver:
 
 
 def run(config: RunConfig, backend: Backend | None = None,
-        progress: Progress | None = None, loaded: LoadedEvents | None = None) -> RunReport:
+        progress: Progress | None = None, loaded: LoadedEvents | None = None, *,
+        storage: core_storage.RunStorage | None = None, resume: bool = False) -> RunReport:
     """Train, validate and test one configuration; the workers are shut down after.
 
     Args:
@@ -247,10 +258,18 @@ def run(config: RunConfig, backend: Backend | None = None,
         progress: observation callbacks (None: quiet).
         loaded: ``config.data`` already read (:func:`~hetray.mspipe.config.read_dataset`;
             None: read it here).
+        storage: the run's location: a checkpoint after every epoch (None: none).
+        resume: continue the run ``storage`` holds after its last checkpointed epoch (same
+            config but for :data:`~hetray.mspipe.resume.RESUMABLE_CHANGES`).
 
     Raises:
         TemporalDataError: the dataset file is missing or malformed.
         MemoryStoreError: a shard died and could not be restored.
+        ConfigError: ``resume`` without a matching stored run, or a new run where one is.
     """
+    log, complete = core_storage.open_checkpoints(storage, "mspipe", config_to_dict(config),
+                                     resume=resume, may_differ=RESUMABLE_CHANGES)
     with MSPipeDriver(config, backend, progress, loaded) as driver:
-        return driver.run()
+        if complete is not None:
+            resume_epochs(driver, log, complete)
+        return driver.run(log)

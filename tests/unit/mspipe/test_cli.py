@@ -19,10 +19,10 @@ def test_train_mspipe_sequential_reports_metrics(tmp_path):
     synthetic_events(SyntheticConfig(num_events=1200, num_nodes=60, num_communities=6)) \
         .write_parquet(path)
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(cli, [
-        "train", "mspipe", "--dataset", str(path), "--model", "jodie", "--pipeline", "sequential",
-        "--memory-dim", "8", "--batch-size", "100", "--epochs", "2", "--patience", "1",
-        "--json-out", str(out)])
+    args = ["train", "mspipe", "--dataset", str(path), "--model", "jodie", "--pipeline",
+            "sequential", "--memory-dim", "8", "--batch-size", "100", "--patience", "1",
+            "--storage", str(tmp_path / "run"), "--json-out", str(out)]
+    result = CliRunner().invoke(cli, [*args, "--epochs", "2"])
     assert result.exit_code == 0, result.output
     assert "test: AP" in result.output
     assert_progress_before(result.output, " ev", "test: AP")
@@ -34,6 +34,10 @@ def test_train_mspipe_sequential_reports_metrics(tmp_path):
     assert len(data["val_ap_by_epoch"]) == 2
     assert data["best_epoch"] == 1 + data["val_ap_by_epoch"].index(max(data["val_ap_by_epoch"]))
     assert f"tested epoch {data['best_epoch']} (validation AP by epoch: " in result.output
+    longer = CliRunner().invoke(cli, ["train", "tgnn", *args[2:], "--epochs", "3", "--resume"])
+    assert longer.exit_code == 0, longer.output
+    assert "(resuming)" in longer.output
+    assert json.loads(out.read_text())["val_ap_by_epoch"][:2] == data["val_ap_by_epoch"]
 
 
 def test_train_mspipe_rejects_bad_staleness():
