@@ -38,7 +38,7 @@ _ROW_ARRAYS = ("memory", "mem_ts", "mail", "mail_ts", "next_mail", "row_version"
 
 
 def _rows_to_tensors(rows: MemoryRows) -> dict[str, Any]:
-    out: dict[str, Any] = {k: torch.from_numpy(np.ascontiguousarray(getattr(rows, k)))
+    out: dict[str, Any] = {k: torch.from_numpy(np.array(getattr(rows, k)))  # a writable copy
                            for k in _ROW_ARRAYS}
     out["version"] = int(rows.version)
     return out

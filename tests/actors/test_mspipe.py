@@ -153,3 +153,38 @@ def test_killed_stores_under_staleness_k_lose_at_most_k(ray_shared, base, uninte
     assert report.max_bound_excess <= 0
     assert max(report.staleness) <= k
     _assert_equal_runs(uninterrupted, killed)
+
+
+def test_a_store_killed_without_checkpoints_ends_the_run_and_resume_finishes_it(
+        ray_shared, base, tmp_path):
+    """Shards without checkpoints cannot be restored in place; --resume picks up the epoch."""
+    import ray
+    from hetray.actors.mspipe import RayBackend
+
+    from hetray.core.errors import MemoryStoreError
+    from hetray.core.storage import CheckpointLog, RunStorage
+    from hetray.mspipe.run import run
+
+    config = replace(base, train=replace(base.train, epochs=2),
+                     pipeline=PipelineConfig(auto_staleness=False, staleness=0),
+                     store=replace(base.store, checkpointing=False))
+    reference = run(replace(config, pipeline=PipelineConfig(mode=PipelineMode.SEQUENTIAL)))
+    passes, killed = [], []
+
+    def kill_in_the_second_training_pass(_num_events):
+        if len(passes) == 3 and not killed:  # train 1, validation 1, train 2
+            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                     if a["namespace"] == "hetray" and a["name"].startswith("mspipe/store/1@")]
+            killed.extend(names)
+            ray.kill(ray.get_actor(names[0], namespace="hetray"))
+
+    progress = Progress(start=lambda name, n: passes.append(name),
+                        advance=kill_in_the_second_training_pass)
+    storage = RunStorage.of(str(tmp_path / "run"))
+    with pytest.raises(MemoryStoreError):
+        run(config, RayBackend(), progress, storage=storage)
+    assert len(killed) == 1
+    assert CheckpointLog(storage).latest().position == 1
+    resumed = run(config, RayBackend(), storage=storage, resume=True)
+    assert resumed.val_history == reference.val_history
+    assert resumed.test.ap == reference.test.ap
