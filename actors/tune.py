@@ -100,6 +100,7 @@ RAY_BACKENDS: dict[str, str] = {
     "mspipe": "hetray.actors.mspipe:RayBackend",
     "theory": "hetray.actors.theory:RayBackend",
     "incremental": "hetray.actors.incremental:RayBackend",
+    "generate": "hetray.actors.generate:RayBackend",
     "pres": "hetray.actors.mspipe:RayBackend",  # unused: PRES trials run sequentially
 }
 

@@ -33,6 +33,7 @@ F = TypeVar("F", bound=Callable[..., Any])
                                  "Graph incremental learning under structural shift (SSRM)."),
                  "theory": ("hetray.cli.theory:theory_command", "SGD vs ridge excess risk."),
                  "finance": ("hetray.cli.finance:finance", "MTRGL pair trading on price data."),
+                 "generate": ("hetray.cli.generate:generate", "Graph generation: GDSS vs SBGD."),
              })
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),

@@ -15,7 +15,8 @@ from hetray.core.errors import ConfigError
 from hetray.experiments.spec import ExperimentSpec
 
 #: The experiments, one per system (``hetray tune NAME``; module ``hetray.experiments.NAME``).
-EXPERIMENT_NAMES = ("planner", "pipeline", "heta", "mspipe", "theory", "incremental", "pres")
+EXPERIMENT_NAMES = ("planner", "pipeline", "heta", "mspipe", "theory", "incremental", "pres",
+                    "generate")
 
 
 def experiment_spec(name: str) -> ExperimentSpec:

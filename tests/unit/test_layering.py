@@ -70,10 +70,11 @@ PACKAGE_DEPS = {
     "pipeline": BASE | {"models"},
     "planner": BASE | {"models", "pipeline"},
     "theory": {"core"},
+    "generate": {"core", "graph", "temporal"},
     "incremental": {"core", "graph"},
     "finance": {"core", "temporal", "mspipe"},
     "experiments": BASE | {"graph", "heta", "incremental", "models", "mspipe", "pipeline",
-                           "planner", "temporal", "theory"},
+                           "planner", "temporal", "theory", "generate"},
 }
 
 
