@@ -197,6 +197,7 @@ def _hetray(*args: str) -> list[str]:
     return [sys.executable, "-m", "hetray.cli", *args]
 
 
+@pytest.mark.slow  # about a minute on 2 cores; test_a_killed_planner_trial_resumes_... stays in
 def test_resume_continues_an_interrupted_sweep(ray_shared, tmp_path):
     import ray
 
