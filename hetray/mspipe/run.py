@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
@@ -53,7 +55,7 @@ from hetray.mspipe.sources import (
     SourceFactory,
 )
 from hetray.mspipe.staleness import Mitigation, PipelineMode
-from hetray.mspipe.storage import RunStorage
+from hetray.mspipe.storage import CHECKPOINT_SUBDIR, RunStorage, leftover_checkpoints
 from hetray.mspipe.store import LocalMemoryStore
 from hetray.mspipe.store_client import MemoryStoreClient
 from hetray.mspipe.store_worker import MemoryStoreWorker, shard_failure
@@ -247,6 +249,25 @@ class MSPipeDriver:
         self.close()
 
 
+def with_shards_in(config: RunConfig, storage: core_storage.RunStorage,
+                   resume: bool) -> RunConfig:
+    """``config`` with its shards checkpointing under ``{storage}/memory_store``.
+
+    Only for a local (shared) path and no explicit ``store.checkpoint_dir``: shard
+    checkpoints are local Parquet files, so with a URI they stay under ``storage_dir``. On
+    ``resume`` the shard files a killed run left there are removed first (they serve
+    recovery within an epoch, and the resumed epoch starts from zeroed memory).
+    """
+    store = config.store
+    if not store.checkpointing or store.checkpoint_dir or "://" in storage.uri:
+        return config
+    shard_dir = Path(storage.uri) / CHECKPOINT_SUBDIR
+    if resume:
+        for leftover in leftover_checkpoints(shard_dir):
+            leftover.unlink()
+    return replace(config, store=replace(store, checkpoint_dir=str(shard_dir)))
+
+
 def run(config: RunConfig, backend: Backend | None = None,
         progress: Progress | None = None, loaded: LoadedEvents | None = None, *,
         storage: core_storage.RunStorage | None = None, resume: bool = False) -> RunReport:
@@ -268,7 +289,9 @@ def run(config: RunConfig, backend: Backend | None = None,
         ConfigError: ``resume`` without a matching stored run, or a new run where one is.
     """
     log, complete = core_storage.open_checkpoints(storage, "mspipe", config_to_dict(config),
-                                     resume=resume, may_differ=RESUMABLE_CHANGES)
+                                                  resume=resume, may_differ=RESUMABLE_CHANGES)
+    if storage is not None:
+        config = with_shards_in(config, storage, resume)
     with MSPipeDriver(config, backend, progress, loaded) as driver:
         if complete is not None:
             resume_epochs(driver, log, complete)

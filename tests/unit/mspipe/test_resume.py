@@ -17,6 +17,7 @@ from hetray.mspipe import (
     RunConfig,
     TrainConfig,
 )
+from hetray.mspipe.config import Progress
 from hetray.mspipe.run import run
 from hetray.temporal import SyntheticConfig
 from hetray.temporal.pres_config import PresConfig
@@ -42,8 +43,12 @@ def test_a_run_resumed_after_epoch_two_ends_as_one_run(config, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)  # memory-store checkpoints under ./results
     whole = run(config, LocalBackend())
     storage = RunStorage.of(str(tmp_path / "run"))
-    run(_epochs(config, 2), LocalBackend(), storage=storage)
+    shard_files: list[bool] = []  # mspipe mode: the shards checkpoint inside the run storage
+    watch = Progress(start=lambda name, n: None, advance=lambda n: shard_files.append(
+        any((tmp_path / "run" / "memory_store").glob("shard_*.parquet"))))
+    run(_epochs(config, 2), LocalBackend(), watch, storage=storage)
     assert CheckpointLog(storage).latest().position == 2
+    assert any(shard_files) == (config.pipeline.mode is PipelineMode.MSPIPE)
     with pytest.raises(ConfigError, match="lr"):
         run(replace(config, train=replace(config.train, lr=1e-2)), LocalBackend(),
             storage=storage, resume=True)
