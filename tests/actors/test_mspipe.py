@@ -188,3 +188,16 @@ def test_a_store_killed_without_checkpoints_ends_the_run_and_resume_finishes_it(
     resumed = run(config, RayBackend(), storage=storage, resume=True)
     assert resumed.val_history == reference.val_history
     assert resumed.test.ap == reference.test.ap
+
+
+def test_pres_on_memory_store_actors_equals_sequential_pres(ray_shared, base):
+    """PRES composes with MSPipe: at k = 0 on shard actors it trains as it does in-process."""
+    from hetray.temporal.pres_config import PresConfig
+
+    pres = replace(base, pres=PresConfig(enabled=True, components=2))
+    seq_model, seq = _run(pres, PipelineConfig(mode=PipelineMode.SEQUENTIAL))
+    model, report = _run(pres, PipelineConfig(auto_staleness=False, staleness=0))
+    assert report.pres
+    for (name, a), b in zip(seq_model.named_parameters(), model.parameters(), strict=True):
+        assert torch.equal(a, b), name
+    assert report.test.ap == seq.test.ap
