@@ -14,10 +14,12 @@ from tests.conftest import REPO
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
 #: Examples kept out of ``make test`` for CI's time budget (``HETRAY_SLOW=1`` runs them):
 #: tune_scaling.py (about a minute) runs a Tune sweep of every experiment, and each
-#: experiment's trainable already runs on Ray in tests/test_tune.py; planner_hetero_llm.py
-#: and pipeline_gpt.py (30-60 s each) drive the run APIs that tests/unit/planner and
-#: tests/test_cli_pipeline.py run on Ray already.
-SLOW_EXAMPLES = {"tune_scaling.py", "planner_hetero_llm.py", "pipeline_gpt.py"}
+#: experiment's trainable already runs on Ray in tests/test_tune.py; planner_hetero_llm.py,
+#: pipeline_gpt.py, heta_raf.py and mspipe_tgn.py (20-60 s each) drive the run APIs that
+#: tests/unit/planner, tests/test_cli_pipeline.py, tests/unit/heta/test_cli_heta.py and
+#: tests/actors/test_mspipe.py run on Ray already. hello_cluster.py stays in.
+SLOW_EXAMPLES = {"tune_scaling.py", "planner_hetero_llm.py", "pipeline_gpt.py", "heta_raf.py",
+                 "mspipe_tgn.py"}
 # Per example: tiny-size arguments and the lines its stdout must contain.
 TINY_ARGS = {"heta_raf.py": ["--edges", "20000", "--epochs", "1"],
              "planner_hetero_llm.py": ["--model", "gpt-1.3b", "--global-batch", "32",
