@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from hetray.cli.main import cli
@@ -110,3 +111,19 @@ def test_resume_needs_the_storage_of_the_run():
     result = CliRunner().invoke(cli, ["train", "llm", "--resume"])
     assert result.exit_code == 2
     assert "--resume needs --storage" in result.output
+
+
+def test_a_runtime_failure_says_how_to_resume_and_a_bad_input_does_not(capsys):
+    from hetray.cli.common import resume_hint
+    from hetray.core.errors import ConfigError, StageFailedError
+    from hetray.core.storage import RunStorage
+
+    where = RunStorage("s3://key:secret@bucket/run")
+    with pytest.raises(StageFailedError), resume_hint(where):
+        raise StageFailedError(1, 0, "the actor died")
+    err = capsys.readouterr().err
+    assert "s3://***@bucket/run" in err
+    assert "run the same command with --resume" in err
+    with pytest.raises(ConfigError), resume_hint(where):
+        raise ConfigError("--resume", "train.seed", 4, "3")
+    assert capsys.readouterr().err == ""

@@ -22,7 +22,8 @@ flag is an override. This module imports neither torch nor Ray.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ import click
 
 from hetray.cli.errors import handle_errors as handle_errors  # every command's error path
 from hetray.core.config import config_to_yaml, load_config, with_overrides
+from hetray.core.errors import HetrayError, InputError
 from hetray.core.ray_args import ADDRESS_HELP as RAY_ADDRESS_HELP
 from hetray.core.storage import RunStorage, default_run_uri
 
@@ -76,6 +78,18 @@ def resolve_storage(system: str, storage: str | None, resume: bool) -> RunStorag
     where = RunStorage.of(storage if storage is not None else default_run_uri(system))
     click.echo(f"run storage: {where.display()}{' (resuming)' if resume else ''}", err=True)
     return where
+
+
+@contextlib.contextmanager
+def resume_hint(where: RunStorage) -> Iterator[None]:
+    """On a runtime failure, say on stderr how to continue the run, then let it propagate."""
+    try:
+        yield
+    except HetrayError as err:
+        if not isinstance(err, InputError):
+            click.echo(f"the run's checkpoints are in {where.display()}: run the same command "
+                       "with --resume to continue it", err=True)
+        raise
 
 
 def config_options(func: F) -> F:

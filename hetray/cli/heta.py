@@ -27,6 +27,7 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
     resolve_storage,
+    resume_hint,
     storage_options,
 )
 from hetray.cli.progress import Bar
@@ -227,7 +228,7 @@ def heta(ctx: click.Context, config_file: Path | None, print_config: bool, out: 
     from hetray.actors.heta import RayBackend
 
     bar = _Bar(config)
-    with bar.bar:
+    with bar.bar, resume_hint(where):
         report = run(config, RayBackend(), bar, graph=graph, storage=where, resume=resume)
     _print(report, out)
 

@@ -29,6 +29,7 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
     resolve_storage,
+    resume_hint,
     storage_options,
 )
 from hetray.cli.progress import Bar
@@ -340,7 +341,7 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
     backend = _backend(config, address, ship_project)
     from hetray.mspipe.run import run
 
-    with _bars() as bars:
+    with _bars() as bars, resume_hint(where):
         report = run(config, backend, progress=bars, loaded=loaded, storage=where,
                      resume=resume)
     _print(config, report)

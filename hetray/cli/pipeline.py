@@ -23,6 +23,7 @@ from hetray.cli.common import (
     handle_errors,
     resolve_run_config,
     resolve_storage,
+    resume_hint,
     storage_options,
 )
 from hetray.cli.progress import Bar
@@ -192,7 +193,8 @@ def pipeline(ctx: click.Context, config_file: Path | None, print_config: bool,
                                "analytical features of each record) and no --config")
     where = resolve_storage("llm", storage, resume)
     connect(address, ship_project)
-    report = _train(config, where, resume)
+    with resume_hint(where):
+        report = _train(config, where, resume)
     out = report.to_dict()
     _print(out)
     if plan is not None and spec is not None:
