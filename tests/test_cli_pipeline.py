@@ -108,7 +108,7 @@ def test_tiny_run_reports_loss_throughput_busy_and_writes_measurements(ray_share
 
 
 def test_resume_needs_the_storage_of_the_run():
-    result = CliRunner().invoke(cli, ["train", "llm", "--resume"])
+    result = CliRunner().invoke(cli, ["train", "pipeline", "--resume"])
     assert result.exit_code == 2
     assert "--resume needs --storage" in result.output
 

@@ -57,8 +57,8 @@ Examples:
   hetray train heta --dataset ../shared/data/heco_dblp --partitions 2 --full-graph \\
       --epochs 200 --patience 50        # DBLP's metatree is cut below author
   hetray train heta --print-config > heta.yaml   # edit, then: --config heta.yaml
-  hetray train hgnn --storage s3://bucket/runs/acm --epochs 50   # holders write there
-  hetray train hgnn --storage s3://bucket/runs/acm --epochs 50 --resume
+  hetray train heta --storage s3://bucket/runs/acm --epochs 50   # holders write there
+  hetray train heta --storage s3://bucket/runs/acm --epochs 50 --resume
 """
 #: click parameter -> the RunConfig field it overrides.
 FLAGS = {
@@ -223,7 +223,7 @@ def heta(ctx: click.Context, config_file: Path | None, print_config: bool, out: 
 
     graph = load_dataset(config.dataset)
     check_run(config, graph)  # an impossible K fails here, not after Ray starts
-    where = resolve_storage("hgnn", storage, resume)
+    where = resolve_storage("heta", storage, resume)
     connect(address, ship_project)
     from hetray.actors.heta import RayBackend
 

@@ -69,8 +69,8 @@ Examples:
   hetray train mspipe --no-checkpoints     # a dead memory shard then ends the run
   hetray train mspipe --print-config > mspipe.yaml  # edit, then: --config mspipe.yaml
   hetray train mspipe --pipeline sequential --pres --pres-components 2 --batch-size 800
-  hetray train tgnn --storage s3://bucket/runs/tgn --epochs 20   # a checkpoint every epoch
-  hetray train tgnn --storage s3://bucket/runs/tgn --epochs 20 --resume
+  hetray train mspipe --storage s3://bucket/runs/tgn --epochs 20   # a checkpoint every epoch
+  hetray train mspipe --storage s3://bucket/runs/tgn --epochs 20 --resume
 """
 #: One line per evaluation protocol, printed with the metrics.
 EVALUATION_HELP = {
@@ -337,7 +337,7 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
         refuse_reused(config.store.checkpoint_dir)  # before Ray starts
     _echo_format(config.data)
     loaded = read_dataset(config.data)  # a bad file is refused before torch and Ray load
-    where = resolve_storage("tgnn", storage, resume)
+    where = resolve_storage("mspipe", storage, resume)
     backend = _backend(config, address, ship_project)
     from hetray.mspipe.run import run
 

@@ -130,8 +130,8 @@ Examples:
   hetray train pipeline --plan plan.json --cluster spec.yaml --measurements-out steps.json
   hetray train pipeline --print-config > run.yaml   # edit, then:
   hetray train pipeline --config run.yaml --steps 50
-  hetray train llm --storage /shared/runs/a --steps 30     # killed at step 17? then:
-  hetray train llm --storage /shared/runs/a --steps 30 --resume
+  hetray train pipeline --storage /shared/runs/a --steps 30     # killed at step 17? then:
+  hetray train pipeline --storage /shared/runs/a --steps 30 --resume
 """)
 @config_options
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path),
@@ -191,7 +191,7 @@ def pipeline(ctx: click.Context, config_file: Path | None, print_config: bool,
     if measurements_out is not None and spec is None:
         raise click.UsageError("--measurements-out needs --cluster (the spec gives the "
                                "analytical features of each record) and no --config")
-    where = resolve_storage("llm", storage, resume)
+    where = resolve_storage("pipeline", storage, resume)
     connect(address, ship_project)
     with resume_hint(where):
         report = _train(config, where, resume)

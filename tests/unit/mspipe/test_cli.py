@@ -34,7 +34,7 @@ def test_train_mspipe_sequential_reports_metrics(tmp_path):
     assert len(data["val_ap_by_epoch"]) == 2
     assert data["best_epoch"] == 1 + data["val_ap_by_epoch"].index(max(data["val_ap_by_epoch"]))
     assert f"tested epoch {data['best_epoch']} (validation AP by epoch: " in result.output
-    longer = CliRunner().invoke(cli, ["train", "tgnn", *args[2:], "--epochs", "3", "--resume"])
+    longer = CliRunner().invoke(cli, ["train", "mspipe", *args[2:], "--epochs", "3", "--resume"])
     assert longer.exit_code == 0, longer.output
     assert "(resuming)" in longer.output
     assert json.loads(out.read_text())["val_ap_by_epoch"][:2] == data["val_ap_by_epoch"]
