@@ -34,6 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
                  "theory": ("hetray.cli.theory:theory_command", "SGD vs ridge excess risk."),
                  "finance": ("hetray.cli.finance:finance", "MTRGL pair trading on price data."),
                  "generate": ("hetray.cli.generate:generate", "Graph generation: GDSS vs SBGD."),
+                 "latency": ("hetray.cli.latency:latency", "CDMPP tensor-program latency."),
              })
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),

@@ -73,6 +73,7 @@ PACKAGE_DEPS = {
     "generate": {"core", "graph", "temporal"},
     "incremental": {"core", "graph"},
     "finance": {"core", "temporal", "mspipe"},
+    "latency": BASE | {"planner", "experiments"},
     "experiments": BASE | {"graph", "heta", "incremental", "models", "mspipe", "pipeline",
                            "planner", "temporal", "theory", "generate"},
 }
