@@ -22,6 +22,7 @@ from hetray.mspipe import (
 )
 from hetray.mspipe.config import Progress
 from hetray.temporal import ModelKind, SyntheticConfig
+from tests.named_actors import kill_named
 
 TRAIN = TrainConfig(epochs=1, batch_size=100, lr=3e-3, threads=1)
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -158,7 +159,6 @@ def test_killed_stores_under_staleness_k_lose_at_most_k(ray_shared, base, uninte
 def test_a_store_killed_without_checkpoints_ends_the_run_and_resume_finishes_it(
         ray_shared, base, tmp_path):
     """Shards without checkpoints cannot be restored in place; --resume picks up the epoch."""
-    import ray
     from hetray.actors.mspipe import RayBackend
 
     from hetray.core.errors import MemoryStoreError
@@ -173,10 +173,7 @@ def test_a_store_killed_without_checkpoints_ends_the_run_and_resume_finishes_it(
 
     def kill_in_the_second_training_pass(_num_events):
         if len(passes) == 3 and not killed:  # train 1, validation 1, train 2
-            names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                     if a["namespace"] == "hetray" and a["name"].startswith("mspipe/store/1@")]
-            killed.extend(names)
-            ray.kill(ray.get_actor(names[0], namespace="hetray"))
+            killed.append(kill_named("mspipe/store/1@"))
 
     progress = Progress(start=lambda name, n: passes.append(name),
                         advance=kill_in_the_second_training_pass)

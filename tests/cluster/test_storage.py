@@ -40,6 +40,7 @@ from hetray.pipeline.run import (
     run,
 )
 from hetray.pipeline.schedules import Schedule
+from tests.named_actors import kill_named
 
 pytestmark = [
     pytest.mark.cluster,
@@ -92,13 +93,6 @@ def _pipeline_config(**train: object) -> RunConfig:
                                               recv_timeout_s=60.0))
 
 
-def _kill_named(prefix: str) -> None:
-    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-             if a["namespace"] == "hetray" and a["name"].startswith(prefix)]
-    assert len(names) == 1, names
-    ray.kill(ray.get_actor(names[0], namespace="hetray"))
-
-
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file())
 
@@ -122,7 +116,7 @@ def test_stage_actors_write_their_checkpoints_to_the_drivers_storage_and_resume(
         if step.step == 0:  # the stages' metrics reach the node's Prometheus endpoint
             exported.append(_scrape_until(two_nodes.metrics_url, "ray_hetray_step_seconds", 30))
         if step.step == 1:
-            _kill_named("pipeline/stage/0@")
+            kill_named("pipeline/stage/0@")
 
     with pytest.raises(StageFailedError):
         run(config, PipelineBackend(), kill_after_step_one, storage=storage)
@@ -149,7 +143,7 @@ class _KillHolderOnce(Progress):
     def on_step(self, done: int, total: int) -> None:
         if self.epochs == 1 and done == self.at and not self.killed:
             self.killed = True
-            _kill_named("heta/holder/1@")
+            kill_named("heta/holder/1@")
 
 
 def test_heta_holders_on_the_worker_node_checkpoint_to_storage_and_resume(tmp_path, two_nodes):
