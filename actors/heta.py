@@ -2,10 +2,12 @@
 
 Each holder keeps its relations, features, embeddings, relation weights and Adam state
 (:class:`hetray.heta.worker.HolderWorker` over :class:`hetray.heta.holder.HolderCore`) and
-meets the others in a ``ray.util.collective`` gloo group (Ray 2.60 implements gloo with
+meets the others in a ``ray.util.collective`` group (Ray 2.60 implements gloo with
 ``torch.distributed`` process groups that rendezvous through Ray's internal KV). Holders
-compute on CPU; placing them on GPUs (and switching the group to nccl) is not implemented
-yet.
+compute on CPU and meet in gloo; with ``train.device = cuda`` each holder reserves one GPU,
+computes there and the group is nccl (:func:`collective_backend`). The nccl path needs a
+multi-GPU Ray cluster and has not run in hetray's tests (CPU only); its logic is the gloo
+path's.
 
 :class:`RayHolderWorker` differs from the core worker only in how it opens its collective;
 :class:`RayBackend` starts ``K`` of them through :func:`hetray.actors.group.create_group`,
@@ -28,6 +30,7 @@ from hetray.actors.placement import bundle_options
 from ray.util import collective
 from ray.util.placement_group import PlacementGroup, get_current_placement_group
 
+from hetray.accel.specs import DeviceChoice
 from hetray.core.errors import ConfigError, PartitionHolderError
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.graph.hetero import HeteroGraph
@@ -37,8 +40,15 @@ from hetray.heta.worker import HolderWorker
 
 logger = logging.getLogger(__name__)
 
-#: The collective backend of the holders (CPU tensors).
-COLLECTIVE_BACKEND = "gloo"
+
+def collective_backend(config: HolderConfig) -> str:
+    """``nccl`` for holders on CUDA, ``gloo`` for holders on CPU."""
+    return "nccl" if config.train.device is DeviceChoice.CUDA else "gloo"
+
+
+def holder_gpus(config: HolderConfig) -> float:
+    """GPUs each holder reserves: one on CUDA, none otherwise (``auto`` takes what it sees)."""
+    return 1.0 if config.train.device is DeviceChoice.CUDA else 0.0
 
 
 class _RayCollective:
@@ -59,21 +69,24 @@ class _RayCollective:
 
 
 class RayHolderWorker(HolderWorker):
-    """A :class:`HolderWorker` whose collective is a ``ray.util.collective`` gloo group."""
+    """A :class:`HolderWorker` whose collective is a ``ray.util.collective`` group."""
 
     def _open_collective(self, group_name: str) -> Collective:
-        world = self.core.config.num_partitions
-        collective.init_collective_group(world, self.part_id, backend=COLLECTIVE_BACKEND,
+        config = self.core.config
+        world = config.num_partitions
+        collective.init_collective_group(world, self.part_id,
+                                         backend=collective_backend(config),
                                          group_name=group_name)
         return _RayCollective(group_name, world)
 
 
-def remote_options(num_cpus: float) -> dict[str, object]:
-    """Ray options of a holder: its CPU share and no automatic restart.
+def remote_options(num_cpus: float, num_gpus: float = 0.0) -> dict[str, object]:
+    """Ray options of a holder: its CPU (and GPU) share and no automatic restart.
 
     The driver restarts holders itself, from a checkpoint, so all resume at the same step.
     """
-    return {"num_cpus": num_cpus, "max_restarts": 0, "max_concurrency": 1}
+    return {"num_cpus": num_cpus, "num_gpus": num_gpus, "max_restarts": 0,
+            "max_concurrency": 1}
 
 
 class RayBackend:
@@ -108,14 +121,17 @@ class RayBackend:
         inits = [WorkerInit.of(graph_ref, config, k, owners_ref, threads)
                  for k in range(config.num_partitions)]
         return create_group(RayHolderWorker, inits,
-                            placement=self._placement(config.num_partitions, holder_cpus),
+                            placement=self._placement(config.num_partitions, holder_cpus,
+                                                      holder_gpus(config)),
                             on_failure=PartitionHolderError, role="heta/holder")
 
-    def _placement(self, num_holders: int, holder_cpus: float) -> GroupPlacement:
-        options = remote_options(holder_cpus)
+    def _placement(self, num_holders: int, holder_cpus: float,
+                   num_gpus: float) -> GroupPlacement:
+        options = remote_options(holder_cpus, num_gpus)
         group = self.placement_group
         if group is None:
-            return GroupPlacement(bundles=({"CPU": holder_cpus},) * num_holders,
+            bundle = {"CPU": holder_cpus, **({"GPU": num_gpus} if num_gpus else {})}
+            return GroupPlacement(bundles=(bundle,) * num_holders,
                                   strategy="SPREAD", options=options)
         if group.bundle_count < self.first_bundle + num_holders:
             raise ConfigError("heta trial", "num_partitions", num_holders,

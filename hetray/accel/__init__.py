@@ -15,12 +15,13 @@ from hetray.accel.resources import (
     node_resources,
     resource_name,
 )
-from hetray.accel.specs import REGISTRY, AcceleratorSpec, Precision, Vendor, get_spec
+from hetray.accel.specs import REGISTRY, AcceleratorSpec, DeviceChoice, Precision, Vendor, get_spec
 
 __all__ = [
     "REGISTRY",
     "AcceleratorSpec",
     "Device",
+    "DeviceChoice",
     "LocalDevice",
     "MemoryStats",
     "Precision",

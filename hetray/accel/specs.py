@@ -31,6 +31,14 @@ class Precision(enum.Enum):
     FP32 = "fp32"
 
 
+class DeviceChoice(enum.Enum):
+    """Where a worker computes: the CPU, its CUDA device, or CUDA when it sees one."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+    AUTO = "auto"
+
+
 class Vendor(enum.Enum):
     """Who makes the device; decides the torch backend and the collective library."""
 

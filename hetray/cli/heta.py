@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.cli.common import (
     DemoResult,
     address_option,
@@ -59,6 +60,7 @@ Examples:
   hetray train heta --print-config > heta.yaml   # edit, then: --config heta.yaml
   hetray train heta --storage s3://bucket/runs/acm --epochs 50   # holders write there
   hetray train heta --storage s3://bucket/runs/acm --epochs 50 --resume
+  hetray train heta --device cuda --precision bf16   # one GPU per holder, nccl
 """
 #: click parameter -> the RunConfig field it overrides.
 FLAGS = {
@@ -74,6 +76,7 @@ FLAGS = {
     "self_loop_weight": "train.model.self_loop_weight",
     "relation_bias": "train.model.relation_bias",
     "checkpoint_every": "recovery.checkpoint_every", "max_failures": "recovery.max_restarts",
+    "device": "train.device", "precision": "train.precision",
 }
 MODEL, TRAIN = DEFAULTS.train.model, DEFAULTS.train
 
@@ -152,6 +155,14 @@ def _training_options(command: Callable[..., None]) -> Callable[..., None]:
                      help="Learn a d x d self-loop weight per inner metatree vertex."),
         click.option("--relation-bias/--no-relation-bias", default=MODEL.relation_bias,
                      show_default=True, help="Learn a bias per relation message."),
+        click.option("--device", type=click.Choice([d.value for d in DeviceChoice]),
+                     default=TRAIN.device.value, show_default=True,
+                     help="Where holders compute: cpu, cuda (one GPU per holder, nccl "
+                     "between them; RAF only) or auto (a GPU where the holder sees one)."),
+        click.option("--precision", type=click.Choice([p.value for p in Precision]),
+                     default=TRAIN.precision.value, show_default=True,
+                     help="Forward-pass arithmetic: fp32, or bf16/fp16 autocast over fp32 "
+                     "parameters (fp16 scales the loss on CUDA)."),
     ]
     for option in reversed(options):
         command = option(command)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.cli.common import (
     DemoResult,
     address_option,
@@ -160,6 +161,7 @@ PROFILE_EXAMPLES = """\b
 Examples:
   hetray profile --out layers.parquet
   hetray profile --out layers.json --hidden-sizes 64,128 --repeats 3 --forest-out rf.skops
+  hetray profile --out h200.json --torch-device cuda --precision bf16 --hidden-sizes 1024,2048
 """
 
 
@@ -196,10 +198,19 @@ def _profile_predicted(out: Path, predict_dir: Path, data: Path | None, devices:
               help="With --predict: the programs dataset (hetray latency collect).")
 @click.option("--device", "devices", default="t1-znver4", show_default=True,
               help="With --predict: latency device(s), comma-separated.")
+@click.option("--torch-device", type=click.Choice([d.value for d in DeviceChoice]),
+              default=DeviceChoice.CPU.value, show_default=True,
+              help="Where the layers run: cpu, cuda (timed with CUDA events) or auto.")
+@click.option("--precision", type=click.Choice([p.value for p in Precision]),
+              default=Precision.FP32.value, show_default=True,
+              help="Layer arithmetic: fp32, or bf16/fp16 autocast (the analytical model "
+                   "divides by the device's peak at this precision).")
 @handle_errors
 def profile_command(out: Path, micro_batches: str, seq_lens: str, hidden_sizes: str,
                     repeats: int, forest_out: Path | None, predict_dir: Path | None = None,
-                    latency_data: Path | None = None, devices: str = "") -> None:
+                    latency_data: Path | None = None, devices: str = "",
+                    torch_device: str = DeviceChoice.CPU.value,
+                    precision: str = Precision.FP32.value) -> None:
     """Time transformer layers (fwd+bwd) on this host over a grid; report RF vs analytical."""
     if predict_dir is not None:
         _profile_predicted(out, predict_dir, latency_data, devices)
@@ -207,7 +218,8 @@ def profile_command(out: Path, micro_batches: str, seq_lens: str, hidden_sizes: 
     from hetray.planner.profile import ProfileConfig, run_profile  # torch: only to measure
 
     config = ProfileConfig(microbatch_sizes=_ints(micro_batches), seq_lens=_ints(seq_lens),
-                           hidden_sizes=_ints(hidden_sizes), repeats=repeats)
+                           hidden_sizes=_ints(hidden_sizes), repeats=repeats,
+                           device=DeviceChoice(torch_device), precision=Precision(precision))
     with Bar("profile", unit="point") as bar:
         def on_point(record: Measurement, total: int) -> None:
             bar.set_total(total)

@@ -4,8 +4,10 @@ Glossary: ``N_t`` nodes of type ``t``; ``E_r`` edges of relation ``r = (src, nam
 ``D_t`` feature dim of type ``t`` (0 = featureless, the model learns an embedding);
 ``C`` classes of the target type.
 
-The structure is a DGL heterograph; features live beside it (not in ``ndata``) so that a
-featureless type stays featureless and the container pickles cheaply across actors.
+The structure is a DGL heterograph, or a :class:`~hetray.graph.structure.CscStructure` where
+DGL cannot be imported (same node-type and relation order, same CSC index); features live
+beside it (not in ``ndata``) so that a featureless type stays featureless and the container
+pickles cheaply across actors.
 
 Example:
     >>> import dgl, torch
@@ -31,6 +33,7 @@ import torch
 
 from hetray.core.errors import GraphDataError
 from hetray.core.limits import check_limit
+from hetray.graph.structure import CscStructure
 
 if TYPE_CHECKING:  # DGL loads when a graph is built, after every data check has passed
     import dgl
@@ -46,7 +49,8 @@ class HeteroGraph:
 
     Attributes:
         name: dataset name, used in error messages.
-        graph: DGL heterograph holding the structure (CPU).
+        graph: the structure (CPU): a DGL heterograph, or a :class:`CscStructure` on a
+            stack without DGL.
         features: float32 ``(N_t, D_t)`` per featured node type; absent types are featureless.
         target_type: the node type that is classified.
         labels: int64 ``(N_target,)`` class ids in ``[0, num_classes)``.
@@ -57,7 +61,7 @@ class HeteroGraph:
     """
 
     name: str
-    graph: dgl.DGLGraph
+    graph: dgl.DGLGraph | CscStructure
     features: Mapping[str, torch.Tensor]
     target_type: str
     labels: torch.Tensor
@@ -219,15 +223,21 @@ def from_dgl(
 def build_heterograph(
     source: str, edges: Mapping[Relation, tuple[torch.Tensor, torch.Tensor]],
     num_nodes: Mapping[str, int],
-) -> dgl.DGLGraph:
-    """Validate per-relation ``(src, dst)`` int64 id tensors and build the heterograph.
+) -> dgl.DGLGraph | CscStructure:
+    """Validate per-relation ``(src, dst)`` int64 id tensors and build the structure.
+
+    Returns a DGL heterograph, or a :class:`CscStructure` when DGL cannot be imported.
 
     Raises:
         GraphDataError: an id is out of range for its node type (names relation and column).
     """
     check_edges(source, edges, num_nodes)
-    import dgl
-
+    try:
+        import dgl
+    except ImportError as err:
+        logger.info("DGL is not importable here (%s): %s keeps its structure in torch "
+                    "tensors", err, source)
+        return CscStructure.from_edges(edges, num_nodes)
     try:
         return dgl.heterograph(dict(edges), dict(num_nodes))
     except dgl.DGLError as err:  # e.g. a relation named like a node type

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.cluster.spec import LinkSpec
 from hetray.core.config import limited
 from hetray.core.errors import ConfigError
@@ -165,6 +166,10 @@ class TrainConfig:
             parameters of the epoch of best validation accuracy (the first, on ties).
         patience: with ``select_best``, stop after this many epochs without a better
             validation accuracy (0: run every epoch).
+        device: where each holder computes (``auto``: its GPU when it sees one). The graph
+            structure stays on the host until a holder copies its own part.
+        precision: the forward pass's arithmetic (``bf16``/``fp16`` autocast over float32
+            parameters; ``fp16`` scales the loss on CUDA). Exactness holds in ``fp32``.
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -175,8 +180,13 @@ class TrainConfig:
     full_graph: bool = False
     select_best: bool = True
     patience: int = limited("steps", 0)
+    device: DeviceChoice = DeviceChoice.CPU
+    precision: Precision = Precision.FP32
 
     def __post_init__(self) -> None:
+        if self.precision is not Precision.FP32 and self.model.float64:
+            raise ConfigError("TrainConfig", "precision", self.precision.value,
+                              "fp32 when model.float64 is set")
         if self.batch_size < 1:
             raise ConfigError("TrainConfig", "batch_size", self.batch_size, ">= 1")
         for name in ("epochs", "patience"):
@@ -302,6 +312,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.holder_cpus <= 0:
             raise ConfigError("RunConfig", "holder_cpus", self.holder_cpus, "> 0")
+        if self.mode is Mode.VANILLA and self.train.device is not DeviceChoice.CPU:
+            raise ConfigError("RunConfig", "train.device", self.train.device.value,
+                              "cpu for mode vanilla (the baseline computes on the host; "
+                              "RAF runs on GPUs)")
         self.holder_config()  # checks partitions, node_partition and the cache
 
     def holder_config(self) -> HolderConfig:

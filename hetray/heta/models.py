@@ -100,16 +100,20 @@ def neighbour_mean(h_src: torch.Tensor, src_pos: torch.Tensor, dst_pos: torch.Te
         num_dst: number of destinations.
 
     Returns:
-        float ``(num_dst, d)``.
+        float ``(num_dst, d)``: ``h_src``'s dtype, or float32 for half-precision ``h_src``
+        (autocast: sparse products have no half kernels on CPU, and a mean accumulates in
+        float32 anyway).
     """
+    dtype = torch.promote_types(h_src.dtype, torch.float32)
     count = torch.bincount(dst_pos, minlength=num_dst)
-    crow = torch.zeros(num_dst + 1, dtype=torch.int64)
+    crow = torch.zeros(num_dst + 1, dtype=torch.int64, device=dst_pos.device)
     torch.cumsum(count, 0, out=crow[1:])
-    weight = count.clamp(min=1).to(h_src.dtype).reciprocal()[dst_pos]
+    weight = count.clamp(min=1).to(dtype).reciprocal()[dst_pos]
     with warnings.catch_warnings():  # CSR construction warns "beta" once per process
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta", UserWarning)
         adj = torch.sparse_csr_tensor(crow, src_pos, weight, (num_dst, len(h_src)))
-    return adj @ h_src
+    with torch.autocast(h_src.device.type, enabled=False):  # autocast would halve ``adj``
+        return adj @ h_src.to(dtype)
 
 
 def segment_softmax(score: torch.Tensor, seg: torch.Tensor, num_segments: int) -> torch.Tensor:
@@ -131,7 +135,7 @@ def counter_dropout(h: torch.Tensor, ids: torch.Tensor, p: float, salt: int) -> 
     n, d = h.shape
     if p == 0.0 or n == 0:
         return h
-    cols = torch.arange(d).repeat(n)
+    cols = torch.arange(d, device=h.device).repeat(n)
     keep = counter_uniform(ids.repeat_interleave(d), cols, salt).view(n, d) >= p
     return h * keep.to(h.dtype) / (1.0 - p)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional as F  # noqa: N812
 
+from hetray.accel.precision import LossScaler, autocast, resolve_device
 from hetray.comm.link_emulation import ring_allreduce_bytes
 from hetray.graph.hetero import HeteroGraph
 from hetray.heta.config import TrainConfig
@@ -58,10 +59,13 @@ class StepStats:
 
     @classmethod
     def of_logits(cls, loss: float, logits: torch.Tensor, labels: torch.Tensor) -> StepStats:
-        """The stats of a head's output: ``logits (B, C)`` against int64 ``labels (B,)``."""
+        """The stats of a head's output: ``logits (B, C)`` against int64 ``labels (B,)``.
+
+        The confusion matrix is returned on the host whatever device computed it.
+        """
         pred = logits.argmax(1)
         return cls(loss=loss, num_correct=int((pred == labels).sum()), num_seeds=len(labels),
-                   confusion=confusion_matrix(pred, labels, logits.shape[1]))
+                   confusion=confusion_matrix(pred, labels, logits.shape[1]).cpu())
 
 
 def parameter_copies(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -105,6 +109,9 @@ def make_optimizer(model: torch.nn.Module, config: TrainConfig) -> torch.optim.O
 class RafWorker:
     """Holds one partition's relations, features, parameters and optimizer state.
 
+    Everything it holds lives on ``config.device`` (parameters are initialised on the host
+    first, so every device starts from the same values); seeds may come from anywhere.
+
     Args:
         hg: the graph (only this partition's relations and types are kept).
         plan: the meta-partition plan.
@@ -119,14 +126,18 @@ class RafWorker:
         self.world_size = len(plan.partitions)
         self.config = config
         self.tree = plan.holder_tree(part_id)
-        self.csc = {rel: hg.csc(rel) for rel in sorted(part.relations)}
+        self.device = resolve_device(config.device, "TrainConfig")
+        self.csc = {rel: tuple(t.to(self.device) for t in hg.csc(rel))
+                    for rel in sorted(part.relations)}
         dtype = config.model.dtype
-        self.features = {t: f.to(dtype) for t, f in hg.features.items()
+        self.features = {t: f.to(self.device, dtype) for t, f in hg.features.items()
                          if t in part.node_types}
-        self.labels = hg.labels
+        self.labels = hg.labels.to(self.device)
         self.model = MetatreeHGNN(tree=self.tree, trunk=plan.trunk, inputs=input_specs(hg),
-                                  num_classes=hg.num_classes, config=config.model).to(dtype)
+                                  num_classes=hg.num_classes,
+                                  config=config.model).to(dtype).to(self.device)
         self.optimizer = make_optimizer(self.model, config)
+        self.scaler = LossScaler(self.device, config.precision)
         self.bytes_sent = 0
 
     def _logits(self, seeds: torch.Tensor, step: int, reduce: Reduce,
@@ -135,7 +146,9 @@ class RafWorker:
         sampled = sample_tree(self.tree, seeds, self.csc, self.config.sample_fanouts,
                               self.config.model.seed, step)
         ctx = StepContext(reduce=reduce, seed=self.config.model.seed, step=step, train=train)
-        return self.model(sampled, self.features, ctx)
+        with autocast(self.device, self.config.precision):
+            logits = self.model(sampled, self.features, ctx)
+        return logits.to(self.config.model.dtype)  # autocast may leave them half-precision
 
     def train_step(self, seeds: torch.Tensor, step: int, reduce: Reduce) -> StepStats:
         """Forward (``reduce`` sums each trunk partial over holders), loss, backward, Adam.
@@ -150,15 +163,17 @@ class RafWorker:
                                                     self.world_size)
             return reduce(local)
 
+        seeds = seeds.to(self.device)
         logits = self._logits(seeds, step, counted, train=True)
         loss = F.cross_entropy(logits, self.labels[seeds])
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
         return StepStats.of_logits(float(loss), logits.detach(), self.labels[seeds])
 
     def eval_step(self, seeds: torch.Tensor, step: int, reduce: Reduce) -> StepStats:
         """Loss, accuracy and confusion on ``seeds`` without training (no bytes counted)."""
+        seeds = seeds.to(self.device)
         with torch.no_grad():
             logits = self._logits(seeds, step, reduce, train=False)
             loss = F.cross_entropy(logits, self.labels[seeds])

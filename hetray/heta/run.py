@@ -53,8 +53,9 @@ from hetray.heta.worker import HolderWorker
 
 logger = logging.getLogger(__name__)
 
-#: Config fields a resumed run may change: how long it trains, how it recovers, its CPUs.
-RESUMABLE_CHANGES = frozenset({"train.epochs", "recovery", "holder_cpus"})
+#: Config fields a resumed run may change: how long it trains, where it computes, how it
+#: recovers, its CPUs.
+RESUMABLE_CHANGES = frozenset({"train.epochs", "train.device", "recovery", "holder_cpus"})
 
 __all__ = ["Backend", "LocalBackend", "LocalHolderGroup", "RunReport", "check_run", "run"]
 

@@ -91,6 +91,8 @@ def sample_in_edges(indptr: torch.Tensor, src: torch.Tensor, dst_ids: torch.Tens
                     fanout: int, salt: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample up to ``fanout`` in-neighbours of each of ``dst_ids``.
 
+    Every tensor is on one device (the result too).
+
     Args:
         indptr: int64 ``(N_dst + 1,)`` CSC offsets of the relation.
         src: int64 ``(E,)`` source ids in CSC order.
@@ -104,9 +106,10 @@ def sample_in_edges(indptr: torch.Tensor, src: torch.Tensor, dst_ids: torch.Tens
     start = indptr[dst_ids]
     deg = indptr[dst_ids + 1] - start
     take = deg if fanout <= 0 else torch.clamp(deg, max=fanout)
-    dst_pos = torch.repeat_interleave(torch.arange(len(dst_ids)), take)
-    offsets = torch.arange(len(dst_pos)) - torch.repeat_interleave(torch.cumsum(take, 0) - take,
-                                                                   take)
+    device = dst_ids.device
+    dst_pos = torch.repeat_interleave(torch.arange(len(dst_ids), device=device), take)
+    offsets = torch.arange(len(dst_pos), device=device) - torch.repeat_interleave(
+        torch.cumsum(take, 0) - take, take)
     rand = counter_uniform(dst_ids[dst_pos], offsets, salt)
     deg_e = deg[dst_pos]
     random_pick = (rand * deg_e).long().clamp_(max=torch.clamp(deg_e - 1, min=0))

@@ -4,7 +4,13 @@ Each grid point ``(b, s, h)`` builds one pre-norm transformer layer (``a`` heads
 ``4h``), runs ``warmup`` untimed and ``repeats`` timed forward+backward passes on a
 ``float32 (b, s, h)`` input, and records the median next to the analytical prediction::
 
-    analytical = 3 * FLOP_fwd(b, s, h) / (peak_fp32 * eff(b s, h))     (see cost_model)
+    analytical = 3 * FLOP_fwd(b, s, h) / (peak_p * eff(b s, h))     (see cost_model)
+
+On the CPU, ``peak_p`` is a measured fp32 matmul rate and passes are timed with a monotonic
+clock; on a GPU (``device``: cuda/auto) it is the registry peak of the device model at the
+profile's ``precision`` (bf16 autocast by choice), and passes are timed with CUDA events
+(:meth:`hetray.accel.device.Device.timer`). Records carry the device model, so the random
+forest corrects plans for that model.
 
 These records train the RF residual model (:mod:`hetray.planner.rf_model`).
 
@@ -30,7 +36,9 @@ import torch
 from torch import nn
 
 from hetray.accel.detect import measure_cpu_spec
-from hetray.accel.specs import AcceleratorSpec
+from hetray.accel.device import Device
+from hetray.accel.precision import autocast, resolve_device
+from hetray.accel.specs import AcceleratorSpec, DeviceChoice, Precision
 from hetray.planner.cost_model import efficiency
 from hetray.planner.measurements import Measurement
 from hetray.planner.model_spec import DType, ModelSpec
@@ -51,6 +59,8 @@ class ProfileConfig:
         warmup: untimed runs per point.
         num_threads: torch intra-op threads while timing (1 keeps timings stable on a shared
             host; the peak FLOP/s is measured with the same count).
+        device: where layers run (``auto``: the GPU when this process sees one).
+        precision: the layers' arithmetic (autocast over fp32 weights for bf16/fp16).
     """
 
     microbatch_sizes: tuple[int, ...] = (1, 2, 4, 8)
@@ -60,6 +70,8 @@ class ProfileConfig:
     repeats: int = 5
     warmup: int = 1
     num_threads: int = 1
+    device: DeviceChoice = DeviceChoice.CPU
+    precision: Precision = Precision.FP32
 
 
 class _Layer(nn.Module):
@@ -84,16 +96,18 @@ class _Layer(nn.Module):
 
 
 def time_layer(hidden: int, heads: int, seq: int, batch: int, repeats: int,
-               warmup: int = 1) -> float:
-    """Median seconds of one forward+backward of a fresh layer on the CPU."""
-    layer = _Layer(hidden, heads)
-    x = torch.randn(batch, seq, hidden, requires_grad=True)
+               warmup: int = 1, device: Device | None = None,
+               precision: Precision = Precision.FP32) -> float:
+    """Median seconds of one forward+backward of a fresh layer on ``device`` (None: CPU)."""
+    device = device or Device.cpu()
+    layer = device.place(_Layer(hidden, heads))
+    x = device.place(torch.randn(batch, seq, hidden)).requires_grad_()
     times = []
     for i in range(warmup + repeats):
-        start = time.perf_counter()
-        layer(x).sum().backward()
+        with device.timer() as timing, autocast(device.torch_device, precision):
+            layer(x).float().sum().backward()
         if i >= warmup:
-            times.append(time.perf_counter() - start)
+            times.append(timing.elapsed_s)
     return statistics.median(times)
 
 
@@ -104,27 +118,41 @@ def layer_model(hidden: int, heads: int, seq: int) -> ModelSpec:
                      seq_len=seq, vocab_size=1, dtype=DType.FP32)
 
 
-def analytical_layer_s(spec: AcceleratorSpec, model: ModelSpec, batch: float) -> float:
-    """Analytical forward+backward seconds of one layer of ``model`` on ``spec``."""
-    rate = spec.fp32_flops * efficiency(batch * model.seq_len, model.hidden_size)
-    return 3.0 * model.layer_forward_flops(batch) / rate
-
-
-def _matmul_peak_flops(size: int = 512, repeats: int = 5) -> float:
-    """Best fp32 matmul FLOP/s at the current thread count."""
+def _matmul_peak_flops(size: int = 512, repeats: int = 5,
+                       precision: Precision = Precision.FP32) -> float:
+    """Best CPU matmul FLOP/s at the current thread count, in ``precision``."""
     a, b = torch.randn(size, size), torch.randn(size, size)
-    torch.mm(a, b)
+    device = torch.device("cpu")
+    with autocast(device, precision):
+        torch.mm(a, b)
     best = math.inf
     for _ in range(repeats):
         start = time.perf_counter()
-        torch.mm(a, b)
+        with autocast(device, precision):
+            torch.mm(a, b)
         best = min(best, time.perf_counter() - start)
     return 2.0 * size**3 / best
 
 
+def profile_spec(config: ProfileConfig) -> tuple[Device, AcceleratorSpec, float]:
+    """The device to time on, its spec, and the peak FLOP/s the analytical model divides by.
+
+    CPU: the measured spec, with a matmul peak measured now at the profile's precision and
+    thread count. GPU: the registry (or measured) spec of the device model and its peak at
+    the profile's precision.
+    """
+    torch_device = resolve_device(config.device, "ProfileConfig")
+    if torch_device.type == "cpu":
+        peak = _matmul_peak_flops(precision=config.precision)
+        field = f"{config.precision.value}_flops"  # the spec's peak at that precision
+        return Device.cpu(), dataclasses.replace(measure_cpu_spec(), **{field: peak}), peak
+    device = Device.cuda(torch_device.index or 0)
+    return device, device.spec, device.spec.peak_flops(config.precision)
+
+
 def run_profile(config: ProfileConfig,
                 progress: Callable[[Measurement, int], None] | None = None) -> list[Measurement]:
-    """Measure every grid point on this host's CPU; returns one ``layer`` record per point.
+    """Measure every grid point on ``config.device``; returns one ``layer`` record per point.
 
     Args:
         config: the grid.
@@ -140,20 +168,21 @@ def run_profile(config: ProfileConfig,
 
 def _run_grid(config: ProfileConfig,
               progress: Callable[[Measurement, int], None] | None) -> list[Measurement]:
-    spec = dataclasses.replace(measure_cpu_spec(), fp32_flops=_matmul_peak_flops())
+    device, spec, peak = profile_spec(config)
     records = []
     grid = list(itertools.product(config.hidden_sizes, config.seq_lens,
                                   config.microbatch_sizes))
     for hidden, seq, batch in grid:
         model = layer_model(hidden, config.num_heads, seq)
         measured = time_layer(hidden, config.num_heads, seq, batch, config.repeats,
-                              config.warmup)
+                              config.warmup, device, config.precision)
+        analytical = 3.0 * model.layer_forward_flops(batch) / (
+            peak * efficiency(batch * seq, hidden))
         records.append(Measurement(
-            kind="layer", device_model=spec.model, peak_flops=spec.fp32_flops,
+            kind="layer", device_model=spec.model, peak_flops=peak,
             memory_bandwidth_bytes_per_s=spec.memory_bandwidth_bytes_per_s, hidden_size=hidden,
             num_heads=config.num_heads, ffn_size=4 * hidden, seq_len=seq, microbatch_size=batch,
-            analytical_compute_s=analytical_layer_s(spec, model, batch),
-            analytical_s=analytical_layer_s(spec, model, batch), measured_s=measured))
+            analytical_compute_s=analytical, analytical_s=analytical, measured_s=measured))
         if progress is not None:
             progress(records[-1], len(grid))
         logger.debug("profiled h=%d s=%d b=%d: %.3g s", hidden, seq, batch, measured)

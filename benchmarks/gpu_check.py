@@ -1,0 +1,209 @@
+"""The GPU check: one prepared script that measures hetray's GPU paths on a lent accelerator.
+
+It runs hetray's core in-process (the run APIs' local backends: threads, not actors),
+because the lent machine has CUDA, torch and numpy 2 but neither Ray nor DGL. Nothing it
+imports may need them: ``tests/test_gpu_check.py`` imports this script with both blocked and
+runs its CPU rehearsal (``--device cpu --tiny``).
+
+Sections (``--sections``, all by default):
+
+* ``heta``: RAF training on 2 in-process holders (synthetic mag, the ogbn-mag recipe of
+  ``benchmarks/heta.py``) on the GPU and on the CPU, interleaved: median epoch time after the
+  first epoch of each, ``heta.epoch_speedup_vs_cpu`` and both test accuracies; then a float64
+  exactness cell (4 steps on both devices) giving ``heta.max_abs_param_diff``.
+* ``profile``: ``hetray profile``'s transformer-layer grid timed on the device (CUDA events,
+  ``--precision``, bf16 by default on a GPU), the random forest's held-out MAPE
+  (``profile.rf_mape_pct``) against the analytical model's, and the measurements written
+  beside the JSON (``gpu_profile.json``) for ``hetray plan --measurements``.
+
+The MSPipe (trainer actor on the GPU) and stage-actor (NCCL) sections of issue 25 arrive with
+those device paths; until then their keys are absent, not faked.
+
+Usage::
+
+    python benchmarks/gpu_check.py                      # on the GPU, about 3 minutes
+    python benchmarks/gpu_check.py --device cpu --tiny  # the CPU rehearsal, under a minute
+    python benchmarks/gpu_check.py --sections profile --out /tmp/gpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hetray.accel.precision import resolve_device
+from hetray.accel.specs import DeviceChoice, Precision
+from hetray.core.phases import phase
+from hetray.graph import synthetic_mag
+from hetray.graph.hetero import HeteroGraph
+from hetray.heta.collective import CollectiveHub
+from hetray.heta.config import HolderConfig, Mode, ModelConfig, RunConfig, TrainConfig
+from hetray.heta.holder import HolderCore
+from hetray.heta.run import RunReport, run
+from hetray.planner.measurements import save_measurements
+from hetray.planner.profile import ProfileConfig, run_profile
+from hetray.planner.rf_model import fit_with_holdout
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "benchmarks" / "results" / "gpu.json"
+EXACT_STEPS = 4
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sizes:
+    """How big each section runs.
+
+    Attributes:
+        heta_edges: synthetic mag edges.
+        heta_epochs: epochs per device (the first is dropped from the median).
+        heta_repeats: interleaved runs per device.
+        profile_grid: (micro-batches, sequence lengths, hidden sizes) of the layer grid.
+        profile_repeats: timed passes per grid point.
+    """
+
+    heta_edges: int
+    heta_epochs: int
+    heta_repeats: int
+    profile_grid: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+    profile_repeats: int
+
+
+FULL = Sizes(heta_edges=2_000_000, heta_epochs=4, heta_repeats=2,
+             profile_grid=((1, 2, 4, 8), (128, 256, 512, 1024), (256, 512, 1024, 2048)),
+             profile_repeats=10)
+TINY = Sizes(heta_edges=10_000, heta_epochs=2, heta_repeats=1,
+             profile_grid=((1, 2), (16,), (32, 64)), profile_repeats=2)
+
+
+def heta_train(device: DeviceChoice, precision: Precision, epochs: int) -> TrainConfig:
+    """The ogbn-mag recipe of ``benchmarks/heta.py`` on ``device``."""
+    return TrainConfig(model=ModelConfig(hidden_dim=64, fanouts=(25, 20)), batch_size=1024,
+                       epochs=epochs, select_best=False, device=device, precision=precision)
+
+
+def _median_epoch_s(reports: list[RunReport]) -> float:
+    """Median epoch seconds after each run's first epoch (start-up and warm-up excluded)."""
+    return statistics.median(e.epoch_time_s for r in reports for e in (r.epochs[1:] or r.epochs))
+
+
+def heta_section(device: DeviceChoice, precision: Precision, sizes: Sizes) -> dict[str, object]:
+    """RAF holders on ``device`` vs on the CPU: epoch time, accuracy, float64 exactness."""
+    hg = synthetic_mag(num_edges=sizes.heta_edges, seed=0)
+    sides = {"cpu": heta_train(DeviceChoice.CPU, Precision.FP32, sizes.heta_epochs),
+             "device": heta_train(device, precision, sizes.heta_epochs)}
+    runs: dict[str, list[RunReport]] = {side: [] for side in sides}
+    for _ in range(sizes.heta_repeats):  # interleaved, so drift hits both sides
+        for side, train in sides.items():
+            runs[side].append(run(RunConfig(dataset=hg.name, num_partitions=2, train=train),
+                                  graph=hg))
+    cpu_s, device_s = _median_epoch_s(runs["cpu"]), _median_epoch_s(runs["device"])
+    return {"edges": sizes.heta_edges, "partitions": 2, "precision": precision.value,
+            "epoch_time_cpu_s": cpu_s, "epoch_time_device_s": device_s,
+            "epoch_speedup_vs_cpu": cpu_s / device_s,
+            "test_acc_cpu": runs["cpu"][-1].test_acc,
+            "test_acc_device": runs["device"][-1].test_acc,
+            "max_abs_param_diff": heta_exactness(hg, device)}
+
+
+def heta_exactness(hg: HeteroGraph, device: DeviceChoice) -> float:
+    """Largest parameter difference after :data:`EXACT_STEPS` float64 steps, device vs CPU."""
+    model = ModelConfig(hidden_dim=16, fanouts=(4, 3), seed=1, float64=True, dropout=0.3)
+    params = [_holder_params(hg, TrainConfig(model=model, batch_size=64, lr=0.02, device=side))
+              for side in (DeviceChoice.CPU, device)]
+    return max(float((params[0][k] - params[1][k]).abs().max()) for k in params[0])
+
+
+def _holder_params(hg: HeteroGraph, train: TrainConfig) -> dict[str, torch.Tensor]:
+    """Parameters (on the host) of one RAF holder with every subtree after the first steps."""
+    core = HolderCore(hg, HolderConfig(mode=Mode.RAF, train=train, num_partitions=1), 0)
+    coll = CollectiveHub().join("exact", 0, 1)
+    for step, seeds in enumerate(train.batches(hg.train_idx, 0)[:EXACT_STEPS]):
+        core.train_step(seeds, step, coll)
+    return {k: v.cpu() for k, v in core.parameters().items()}
+
+
+def profile_section(device: DeviceChoice, precision: Precision, sizes: Sizes,
+                    out: Path) -> dict[str, object]:
+    """The layer grid on ``device``; the forest's held-out MAPE; measurements beside ``out``."""
+    micro, seqs, hidden = sizes.profile_grid
+    records = run_profile(ProfileConfig(microbatch_sizes=micro, seq_lens=seqs,
+                                        hidden_sizes=hidden, repeats=sizes.profile_repeats,
+                                        warmup=2, device=device, precision=precision))
+    _, fit = fit_with_holdout(records)
+    measurements = out.with_name(f"{out.stem}_profile.json")
+    save_measurements(measurements, records)
+    return {"device_model": records[0].device_model, "precision": precision.value,
+            "num_points": len(records), "num_holdout": fit.num_holdout,
+            "rf_mape_pct": fit.mape_rf, "analytical_mape_pct": fit.mape_analytical,
+            "measurements": measurements.name}
+
+
+def device_summary(device: DeviceChoice) -> dict[str, object]:
+    """What ran the check: the device's name and the software stack."""
+    torch_device = resolve_device(device, "--device")
+    name = (torch.cuda.get_device_name(torch_device) if torch_device.type == "cuda"
+            else platform.processor() or "cpu")
+    return {"device": name, "device_kind": torch_device.type, "torch": torch.__version__,
+            "numpy": np.__version__, "python": platform.python_version(),
+            "cuda": torch.version.cuda}
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace, Sizes], dict[str, object]]] = {
+    "heta": lambda a, s: heta_section(a.device, a.precision, s),
+    "profile": lambda a, s: profile_section(a.device, a.precision, s, a.out),
+}
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=__doc__.split("Usage::")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", type=DeviceChoice, default=DeviceChoice.CUDA,
+                        help="cuda (the check), cpu (a rehearsal) or auto (default: cuda).")
+    parser.add_argument("--precision", type=Precision, default=None,
+                        help="bf16, fp16 or fp32 (default: bf16 on a GPU, fp32 on the CPU).")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated subset of {', '.join(SECTIONS)}.")
+    parser.add_argument("--tiny", action="store_true", help="smoke sizes (seconds).")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"JSON to write ({OUT.name}).")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.sections.split(",")) - set(SECTIONS))
+    if unknown:
+        parser.error(f"--sections: unknown {unknown}; choose from {sorted(SECTIONS)}")
+    if args.precision is None:
+        gpu = args.device is not DeviceChoice.CPU and torch.cuda.is_available()
+        args.precision = Precision.BF16 if gpu else Precision.FP32
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    """Run the chosen sections and write the JSON; returns what it wrote."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    args = _args(argv)
+    sizes = TINY if args.tiny else FULL
+    start = time.perf_counter()
+    result: dict[str, object] = {**device_summary(args.device), "tiny": args.tiny}
+    for name in args.sections.split(","):
+        with phase(name):
+            result[name] = SECTIONS[name](args, sizes)
+    result["wall_s"] = time.perf_counter() - start
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, allow_nan=True), encoding="utf-8")
+    print(json.dumps(result, indent=2, allow_nan=True))
+    return result
+
+
+if __name__ == "__main__":
+    main()
