@@ -158,7 +158,7 @@ def _training_options(command: Callable[..., None]) -> Callable[..., None]:
         click.option("--device", type=click.Choice([d.value for d in DeviceChoice]),
                      default=TRAIN.device.value, show_default=True,
                      help="Where holders compute: cpu, cuda (one GPU per holder, nccl "
-                     "between them; RAF only) or auto (a GPU where the holder sees one)."),
+                     "between them) or auto (a GPU where the holder sees one)."),
         click.option("--precision", type=click.Choice([p.value for p in Precision]),
                      default=TRAIN.precision.value, show_default=True,
                      help="Forward-pass arithmetic: fp32, or bf16/fp16 autocast over fp32 "

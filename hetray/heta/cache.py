@@ -224,14 +224,16 @@ class RowCache:
     Args:
         plan: the cached rows per type.
         profiles: per-type row bytes, miss penalty and ``N_t`` (``len(counts)``).
+        device: where the row bitmap lives (the worker's device: lookups stay there).
     """
 
-    def __init__(self, plan: CachePlan, profiles: Mapping[str, TypeProfile]) -> None:
+    def __init__(self, plan: CachePlan, profiles: Mapping[str, TypeProfile],
+                 device: torch.device | None = None) -> None:
         self.penalty_s = {t: p.miss_penalty_s for t, p in profiles.items()}
-        self.cached = {t: torch.zeros(len(p.counts), dtype=torch.bool)
-                       for t, p in profiles.items()}
+        cached = {t: torch.zeros(len(p.counts), dtype=torch.bool) for t, p in profiles.items()}
         for t, rows in plan.rows.items():
-            self.cached[t][rows] = True
+            cached[t][rows] = True
+        self.cached = {t: bitmap.to(device or "cpu") for t, bitmap in cached.items()}
         self.hits = self.misses = 0
         self.weighted_miss_cost_s = self.saved_s = 0.0
 

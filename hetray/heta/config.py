@@ -312,10 +312,6 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.holder_cpus <= 0:
             raise ConfigError("RunConfig", "holder_cpus", self.holder_cpus, "> 0")
-        if self.mode is Mode.VANILLA and self.train.device is not DeviceChoice.CPU:
-            raise ConfigError("RunConfig", "train.device", self.train.device.value,
-                              "cpu for mode vanilla (the baseline computes on the host; "
-                              "RAF runs on GPUs)")
         self.holder_config()  # checks partitions, node_partition and the cache
 
     def holder_config(self) -> HolderConfig:

@@ -154,4 +154,5 @@ def _remote_row_cache(hg: HeteroGraph, config: HolderConfig, worker: VanillaWork
     batches = train.batches(hg.train_idx, 0)
     counts = worker.remote_access_counts(batches[:CACHE_PROFILE_BATCHES], config.num_partitions)
     profiles = type_profiles(hg, counts, train.model.hidden_dim)
-    return RowCache(plan_cache(profiles, config.cache_bytes, config.cache_policy), profiles)
+    return RowCache(plan_cache(profiles, config.cache_bytes, config.cache_policy), profiles,
+                    worker.device)

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
+from hetray.accel.precision import LossScaler, autocast, resolve_device
 from hetray.comm.link_emulation import LinkEmulator, ring_allreduce_bytes
 from hetray.core.native_output import captured_output
 from hetray.graph.hetero import HeteroGraph
@@ -70,6 +71,9 @@ def node_partition(hg: HeteroGraph, num_parts: int, *, method: str, seed: int,
 class VanillaWorker:
     """One data-parallel worker of the baseline.
 
+    Like :class:`~hetray.heta.raf.RafWorker` it keeps everything on ``config.device``: the
+    structure replica, rows, owners, parameters and (once set) its cache's row bitmap.
+
     Args:
         hg: the graph (structure replicated; rows read by ownership).
         owners: node partition from :func:`node_partition`.
@@ -81,17 +85,21 @@ class VanillaWorker:
     def __init__(self, hg: HeteroGraph, owners: dict[str, torch.Tensor], rank: int,
                  config: TrainConfig, link: LinkEmulator | None = None) -> None:
         plan = meta_partition(schema_stats(hg, config.model.hidden_dim), 1, config.model.depth)
-        self.rank, self.config, self.owners, self.link = rank, config, owners, link
+        self.rank, self.config, self.link = rank, config, link
         self.subtrees = list(plan.subtrees)
         self.tree = plan.tree
         self.target_type = hg.target_type
-        self.csc = {rel: hg.csc(rel) for rel in hg.relations}
-        self.features = {t: f.to(config.model.dtype) for t, f in hg.features.items()}
-        self.labels = hg.labels
+        self.device = resolve_device(config.device, "TrainConfig")
+        self.owners = {t: o.to(self.device) for t, o in owners.items()}
+        self.csc = {rel: tuple(t.to(self.device) for t in hg.csc(rel)) for rel in hg.relations}
+        self.features = {t: f.to(self.device, config.model.dtype)
+                         for t, f in hg.features.items()}
+        self.labels = hg.labels.to(self.device)
         self.model = MetatreeHGNN(tree=plan.tree, trunk=plan.trunk, inputs=input_specs(hg),
                                   num_classes=hg.num_classes,
-                                  config=config.model).to(config.model.dtype)
+                                  config=config.model).to(config.model.dtype).to(self.device)
         self.optimizer = make_optimizer(self.model, config)
+        self.scaler = LossScaler(self.device, config.precision)
         itemsize = torch.finfo(config.model.dtype).bits // 8
         self.row_bytes = {t: itemsize * (hg.feature_dim(t) or config.model.hidden_dim)
                           for t in hg.graph.ntypes}
@@ -112,7 +120,9 @@ class VanillaWorker:
                                                    for st in self.subtrees))
         ctx = StepContext(reduce=identity_reduce, seed=self.config.model.seed, step=step,
                           train=train)
-        return self.model(whole, self.features, ctx)
+        with autocast(self.device, self.config.precision):
+            logits = self.model(whole, self.features, ctx)
+        return logits.to(self.config.model.dtype)
 
     def _remote_ids(self, trees: dict) -> list[tuple[str, torch.Tensor]]:
         """``(ntype, ids)`` of the remote rows a step reads: int64 unique ids per subtree."""
@@ -144,26 +154,32 @@ class VanillaWorker:
         """Remote row reads per type, int64 ``(N_t,)``, of this worker's share of ``batches``.
 
         The profiling pass of the cache: it samples with its own step salts, so it does not
-        replay the training steps.
+        replay the training steps. The counts are returned on the host (cache planning).
         """
-        counts = {t: torch.zeros(len(o), dtype=torch.int64) for t, o in self.owners.items()}
+        counts = {t: torch.zeros(len(o), dtype=torch.int64, device=self.device)
+                  for t, o in self.owners.items()}
         for i, seeds in enumerate(batches):
-            trees = self._trees(seeds[self.rank::world_size], PROFILE_STEP_OFFSET + i)
+            mine = seeds[self.rank::world_size].to(self.device)
+            trees = self._trees(mine, PROFILE_STEP_OFFSET + i)
             for ntype, ids in self._remote_ids(trees):
                 counts[ntype] += torch.bincount(ids, minlength=len(counts[ntype]))
-        return counts
+        return {t: c.cpu() for t, c in counts.items()}
 
     def step(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
-        """Train on this worker's share of the global batch ``seeds (B,)``; syncs gradients."""
-        mine = seeds[self.rank::coll.world_size]
+        """Train on this worker's share of the global batch ``seeds (B,)``; syncs gradients.
+
+        With fp16 loss scaling the scaled gradients are summed (scaling is linear), so every
+        rank sees the same gradients and takes or skips the step with the others.
+        """
+        mine = seeds[self.rank::coll.world_size].to(self.device)
         trees = self._trees(mine, step)
         self._fetch_remote_rows(trees)
         logits = self._logits(mine, trees, step, train=True)
         loss = F.cross_entropy(logits, self.labels[mine], reduction="sum") / len(seeds)
         self.optimizer.zero_grad(set_to_none=False)
-        loss.backward()
+        self.scaler.scale(loss).backward()
         self._sync_gradients(coll)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)
         return StepStats.of_logits(float(coll.allreduce(loss.detach().reshape(1))),
                                    logits.detach(), self.labels[mine])
 
@@ -183,8 +199,9 @@ class VanillaWorker:
 
     def _sync_rows(self, emb: torch.Tensor, coll: Collective) -> None:
         rows = torch.nonzero(emb.grad.abs().sum(1)).flatten()
-        sizes = coll.allgather(torch.tensor([len(rows)]))
-        padded = torch.full((int(max(s.item() for s in sizes)),), -1, dtype=torch.int64)
+        sizes = coll.allgather(torch.tensor([len(rows)], device=rows.device))
+        padded = torch.full((int(max(s.item() for s in sizes)),), -1, dtype=torch.int64,
+                            device=rows.device)
         padded[:len(rows)] = rows
         self.bytes_sent += padded.numel() * 8 * (coll.world_size - 1)
         union = torch.unique(torch.cat(coll.allgather(padded)))
@@ -200,7 +217,7 @@ class VanillaWorker:
 
     def evaluate(self, seeds: torch.Tensor, step: int, coll: Collective) -> StepStats:
         """Accuracy on this worker's share of ``seeds`` (no traffic counted)."""
-        mine = seeds[self.rank::coll.world_size]
+        mine = seeds[self.rank::coll.world_size].to(self.device)
         with torch.no_grad():
             logits = self._logits(mine, self._trees(mine, step), step, train=False)
         return StepStats.of_logits(float(F.cross_entropy(logits, self.labels[mine])), logits,

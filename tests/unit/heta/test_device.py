@@ -8,6 +8,7 @@ wherever a GPU is visible.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -18,7 +19,10 @@ from hetray.core.errors import ConfigError
 from hetray.graph import synthetic_mag
 from hetray.graph.hetero import HeteroGraph
 from hetray.graph.structure import CscStructure
-from hetray.heta.config import ConvKind, Mode, ModelConfig, RunConfig, TrainConfig
+from hetray.heta.collective import CollectiveHub
+from hetray.heta.config import ConvKind, HolderConfig, Mode, ModelConfig, TrainConfig
+from hetray.heta.holder import HolderCore
+from hetray.heta.vanilla import node_partition
 from tests.unit.heta.reference import assert_same, gathered, holders_in_threads
 
 STEPS = 4
@@ -86,14 +90,42 @@ def test_reduced_precision_trains_close_to_fp32(graph, precision):
     assert all(p.dtype == torch.float32 for p in cores[0].parameters().values())
 
 
+def vanilla_in_threads(hg: HeteroGraph, train: TrainConfig, cache_bytes: int = 0):
+    """Two vanilla workers (random owners, optional row cache) for :data:`STEPS` steps."""
+    owners = node_partition(hg, 2, method="random", seed=0)
+    cfg = HolderConfig(mode=Mode.VANILLA, train=train, num_partitions=2, cache_bytes=cache_bytes)
+    cores = [HolderCore(hg, cfg, k, owners) for k in range(2)]
+    hub = CollectiveHub(timeout_s=60)
+    seeds = train.batches(hg.train_idx, 0)[:STEPS]
+
+    def work(k: int) -> list:
+        coll = hub.join("vanilla", k, 2)
+        return [cores[k].train_step(s, i, coll) for i, s in enumerate(seeds)]
+
+    with ThreadPoolExecutor(2) as pool:
+        histories = [f.result() for f in [pool.submit(work, k) for k in range(2)]]
+    return cores, histories
+
+
+def test_vanilla_with_a_cache_on_auto_is_the_cpu_run(graph):
+    if torch.cuda.is_available():
+        pytest.skip("auto picks the GPU here; the CUDA cell covers that")
+    cpu_cores, cpu = vanilla_in_threads(graph, train_config(), cache_bytes=1 << 16)
+    auto_cores, auto = vanilla_in_threads(graph, train_config(device=DeviceChoice.AUTO),
+                                          cache_bytes=1 << 16)
+    assert [s.loss for s in auto[0]] == [s.loss for s in cpu[0]]
+    counted = ("bytes_sent", "cache_hits", "cache_misses")  # the rest is timed, so noisy
+    assert ({k: auto_cores[0].counters()[k] for k in counted}
+            == {k: cpu_cores[0].counters()[k] for k in counted})
+    assert cpu_cores[0].counters()["cache_hits"] > 0
+
+
 def test_device_choices_that_cannot_hold_are_refused():
     if not torch.cuda.is_available():
         from hetray.accel.precision import resolve_device
 
         with pytest.raises(ConfigError, match=r"device.*no CUDA device"):
             resolve_device(DeviceChoice.CUDA, "TrainConfig")
-    with pytest.raises(ConfigError, match=r"train\.device.*vanilla"):
-        RunConfig(mode=Mode.VANILLA, train=train_config(device=DeviceChoice.CUDA))
     with pytest.raises(ConfigError, match=r"precision.*float64"):
         TrainConfig(model=ModelConfig(float64=True), precision=Precision.BF16)
 
@@ -109,3 +141,15 @@ def test_raf_on_cuda_equals_the_cpu_run(graph):
         assert got.loss == pytest.approx(expected.loss, abs=1e-9)
     on_host = [{k: v.cpu() for k, v in c.parameters().items()} for c in gpu_cores]
     assert_same(gathered([c.parameters() for c in cpu_cores]), gathered(on_host), atol=1e-8)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_vanilla_and_its_cache_on_cuda_equal_the_cpu_run(graph):
+    exact = replace(train_config(), model=replace(train_config().model, float64=True))
+    cpu_cores, cpu = vanilla_in_threads(graph, exact, cache_bytes=1 << 16)
+    gpu_cores, gpu = vanilla_in_threads(graph, replace(exact, device=DeviceChoice.CUDA),
+                                        cache_bytes=1 << 16)
+    for expected, got in zip(cpu[0], gpu[0], strict=True):
+        assert got.loss == pytest.approx(expected.loss, abs=1e-9)
+    assert gpu_cores[0].counters()["cache_hits"] == cpu_cores[0].counters()["cache_hits"]
