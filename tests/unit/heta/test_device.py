@@ -153,3 +153,17 @@ def test_vanilla_and_its_cache_on_cuda_equal_the_cpu_run(graph):
     for expected, got in zip(cpu[0], gpu[0], strict=True):
         assert got.loss == pytest.approx(expected.loss, abs=1e-9)
     assert gpu_cores[0].counters()["cache_hits"] == cpu_cores[0].counters()["cache_hits"]
+
+
+def test_holders_on_cuda_reserve_a_gpu_each_and_meet_in_nccl():
+    from hetray.actors.heta import RayBackend, collective_backend, holder_gpus
+
+    cpu = HolderConfig(mode=Mode.RAF, train=train_config(), num_partitions=2)
+    cuda = replace(cpu, train=train_config(device=DeviceChoice.CUDA))
+    auto = replace(cpu, train=train_config(device=DeviceChoice.AUTO))
+    assert (collective_backend(cpu), holder_gpus(cpu)) == ("gloo", 0.0)
+    assert (collective_backend(cuda), holder_gpus(cuda)) == ("nccl", 1.0)
+    assert (collective_backend(auto), holder_gpus(auto)) == ("gloo", 0.0)  # takes what it sees
+    placement = RayBackend()._placement(2, 1.0, holder_gpus(cuda))
+    assert placement.bundles == ({"CPU": 1.0, "GPU": 1.0},) * 2
+    assert placement.options["num_gpus"] == 1.0
