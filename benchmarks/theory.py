@@ -16,14 +16,17 @@ theta* isotropic / head / tail, 20 data sets per cell, sigma = 0.5):
   degrees reach the spectrum.
 * Per section, keys of :mod:`hetray.theory.analysis`: ``spearman.<alg>`` (rank correlation
   of bound and measured risk over all cells), ``winner_agreement`` (the bounds' winner,
-  ``sgd`` / ``ridge`` / ``tie``, equals the measured one), ``decisive``, ``picked`` (agreement
-  over the cells where the bounds do not predict a tie), ``wins``, ``slopes``
+  ``sgd`` / ``ridge`` / ``tie``, equals the measured one), ``winner_agreement_paired`` (the
+  same with a measured tie wherever a paired t-test at 5 % does not separate the two),
+  ``decisive``, ``by_alignment_depth``, ``non_degenerate``, ``margins``,
+  ``constant_sensitivity`` (agreement under other bound constants; a diagnostic), ``picked``
+  (agreement over the cells where the bounds do not predict a tie), ``wins``, ``slopes``
   (``log risk`` on ``log N``), ``sgd_over_ridge`` (per family and depth), ``family_ratio``
   (risk on a family / on the regular graph), ``spectrum`` (effective rank, decay exponent).
-* Top level: ``spearman`` and ``winner_agreement`` of the ``sym`` section (the issue's
-  headline keys), ``findings`` (the regular vs power-law and depth numbers),
-  ``ray_vs_local_max_rel_diff`` (two cells on Ray against the in-process ones: the largest
-  relative difference of their risks), ``wall_s``.
+* Top level: ``spearman``, ``winner_agreement`` and ``winner_agreement_paired`` of the ``sym``
+  section (the issue's headline keys), ``findings`` (the regular vs power-law and depth
+  numbers), ``ray_vs_local_max_rel_diff`` (two cells on Ray against the in-process ones: the
+  largest relative difference of their risks), ``wall_s``, ``uptime_start`` / ``uptime_end``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +44,7 @@ from hetray.actors.theory import RayBackend
 
 from hetray import runtime
 from hetray.experiments.theory import write_figures
-from hetray.theory.analysis import winners
+from hetray.theory.analysis import constant_sensitivity, winners
 from hetray.theory.cells import CellSettings
 from hetray.theory.graphs import GraphFamily, Normalisation
 from hetray.theory.model import Alignment
@@ -79,10 +83,15 @@ def findings(summary: dict[str, Any]) -> dict[str, Any]:
               for fam, algs in summary["slopes"].items()}
     ranks = {fam: {d: round(v["effective_rank"], 2) for d, v in by.items()}
              for fam, by in summary["spectrum"].items()}
+    decay = {fam: {d: round(v["decay_exponent"], 3) for d, v in by.items()}
+             for fam, by in summary["spectrum"].items()}
     ratio = {fam: {d: round(v["measured"], 4) for d, v in by.items()}
              for fam, by in summary["sgd_over_ridge"].items()}
+    predicted = {fam: {d: round(v["predicted"], 4) for d, v in by.items()}
+                 for fam, by in summary["sgd_over_ridge"].items()}
     return {"slope_vs_n_isotropic_depth1": slopes, "effective_rank": ranks,
-            "sgd_over_ridge_measured": ratio, "risk_over_regular": summary["family_ratio"]}
+            "decay_exponent": decay, "sgd_over_ridge_measured": ratio,
+            "sgd_over_ridge_predicted": predicted, "risk_over_regular": summary["family_ratio"]}
 
 
 def ray_vs_local(workers: int) -> float:
@@ -101,11 +110,21 @@ def _section(config: RunConfig, backend: Any) -> tuple[RunReport, dict[str, Any]
     report = run(config, backend)
     summary = dict(report.summary)
     summary["picked"] = _picked(report)
+    summary["constant_sensitivity"] = constant_sensitivity(config.cells, report.results)
     summary["wall_s"] = time.perf_counter() - start
     logging.info("section %s: %.0f s, spearman %s, winner agreement %.3f",
                  config.cells.normalisation.value, summary["wall_s"], summary["spearman"],
                  summary["winner_agreement"])
     return report, summary
+
+
+def _uptime() -> str:
+    """The machine's load line (the machine is shared: load is part of a timing)."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 def _args() -> argparse.Namespace:
@@ -123,11 +142,11 @@ def main() -> None:
     args = _args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     start = time.perf_counter()
+    results: dict[str, Any] = {"quick": args.quick, "uptime_start": _uptime()}
     backend: Any = LocalBackend()
     if not args.local:
         runtime.connect(None)
         backend = RayBackend()
-    results: dict[str, Any] = {"quick": args.quick}
     for norm in (Normalisation.SYM, Normalisation.RAW):
         config = sweep_config(norm, quick=args.quick, workers=args.workers)
         report, results[norm.value] = _section(config, backend)
@@ -135,12 +154,15 @@ def main() -> None:
             write_figures(report, args.plots, prefix=f"theory_{norm.value}")
     sym = results["sym"]
     results.update(spearman=sym["spearman"], winner_agreement=sym["winner_agreement"],
+                   winner_agreement_paired=sym["winner_agreement_paired"]["winner_agreement"],
                    findings={n: findings(results[n]) for n in ("sym", "raw")})
     if not args.local:
         results["ray_vs_local_max_rel_diff"] = ray_vs_local(args.workers)
     results["wall_s"] = time.perf_counter() - start
-    logging.info("spearman %s; winner agreement %.3f (bounds pick in %d cells: %.3f); %.0f s",
-                 sym["spearman"], sym["winner_agreement"], sym["picked"]["num_cells"],
+    results["uptime_end"] = _uptime()
+    logging.info("spearman %s; winner agreement %.3f (paired-test ties %.3f; bounds pick in %d "
+                 "cells: %.3f); %.0f s", sym["spearman"], sym["winner_agreement"],
+                 results["winner_agreement_paired"], sym["picked"]["num_cells"],
                  sym["picked"]["winner_agreement"], results["wall_s"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")

@@ -75,6 +75,9 @@ def _print(report: Any, out: Path | None) -> None:
         click.echo(f"winner agreement {s['winner_agreement']:.3f} (decisive cells "
                    f"{s['decisive']['winner_agreement']:.3f} of {s['decisive']['num_cells']}); "
                    f"measured wins {s['wins']['measured']}")
+        click.echo(f"winner agreement with paired-test ties (level "
+                   f"{s['winner_agreement_paired']['level']}): "
+                   f"{s['winner_agreement_paired']['winner_agreement']:.3f}")
     for fam, by_depth in sorted(s.get("sgd_over_ridge", {}).items()):
         ratios = ", ".join(f"L={d}: {v['measured']:.3g} (bound {v['predicted']:.3g})"
                            for d, v in by_depth.items())

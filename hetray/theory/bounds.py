@@ -9,7 +9,11 @@ the data covariance (research note sections 3.1-3.2; the constants are those of 
 papers as recalled there, [R], not checked against the PDFs):
 
 **Tail-averaged constant-step SGD** (Zou, Wu, Braverman, Gu, Kakade, COLT 2021, arXiv
-2103.12692, Theorem 2.1 without its fourth-moment term), step ``gamma <= 1 / tr(M)``::
+2103.12692, Theorem 2.1 without its fourth-moment term), for steps
+``gamma < 1 / (alpha tr(M))``, where ``alpha`` is the fourth-moment constant of their
+Assumption 2.2, ``E[m m^T A m m^T] <= alpha tr(M A) M`` for every PSD ``A`` (``alpha = 3``
+for Gaussian ``m``, reading A; ``3 E[s^2] / E[s]^2`` for reading B's scale mixture, see
+:attr:`hetray.theory.model.Problem.fourth_moment`)::
 
     k*       = max{k : mu_k >= 1 / (gamma N)}
     bias     = 1 / (gamma N)^2 * sum_{i <= k*} exp(-2 N gamma mu_i) c_i^2 / mu_i
@@ -33,7 +37,14 @@ constant, which only covers the bias-variance split).
 
 The predicted risk of a tuned algorithm is the least bound over its hyper-parameter grid (the
 bound chooses its own hyper-parameter; no measurement enters), and the predicted winner is the
-algorithm with the smaller predicted risk.
+algorithm with the smaller predicted risk. The SGD bound only chooses among the grid's steps
+that its theorem covers (``gamma alpha tr(M) < 1``; on the grid ``2^-j / tr(M)`` with Gaussian
+data that is ``j >= 2``); the measured SGD still tries every step of the grid (its tuned risk
+is at most its risk at any covered step, so the bound still bounds it). Likewise Tsigler and
+Bartlett's bounds need ``k < N / c`` (``c`` unspecified, set to 1 like their other constants):
+a penalty whose ``k >= N`` is not chosen (at ``N = p = 200``, ``lambda = 1e-6`` the expression
+reads ``sigma^2 k / N = 0.25`` while ridge's measured risk there is 1.2e4). Both ranges are
+recalled from the cited papers, [R], like the constants.
 
 Example:
     >>> mu = np.array([1.0, 0.1, 0.01]); c = np.array([1.0, 0.0, 0.0])
@@ -56,6 +67,8 @@ logger = logging.getLogger(__name__)
 SGD_CONSTANT = 2.0
 #: Constant in front of both ridge terms (Tsigler and Bartlett leave theirs unspecified).
 RIDGE_CONSTANT = 1.0
+#: Fourth-moment constant ``alpha`` of Gaussian data (``E[x x^T A x x^T] = 2 H A H + tr(HA) H``).
+GAUSSIAN_FOURTH_MOMENT = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +138,30 @@ def ridge_bound(mu: np.ndarray, coords: np.ndarray, num_samples: int, penalty: f
     return BoundTerms(bias, variance, k, RIDGE_CONSTANT * (bias + variance), penalty)
 
 
+def covered_steps(grid: np.ndarray, trace: float, fourth_moment: float) -> np.ndarray:
+    """The steps of ``grid`` float64 (S,) the SGD theorem covers: 0 and ``gamma alpha tr < 1``."""
+    return grid[(grid == 0) | (grid * fourth_moment * trace < 1.0)]
+
+
+def covered_bounds(mu: np.ndarray, coords: np.ndarray, num_samples: int, grid: np.ndarray,
+                   sigma: float, *, sgd: bool,
+                   fourth_moment: float = GAUSSIAN_FOURTH_MOMENT) -> list[BoundTerms]:
+    """The bounds at the grid values their theorems cover (steps for ``sgd``, else penalties).
+
+    SGD: the steps :func:`covered_steps` keeps (``fourth_moment`` is ``alpha``). Ridge: the
+    penalties whose ``k < N`` (the null predictor always stays).
+    """
+    if sgd:
+        steps = covered_steps(grid, float(mu.sum()), fourth_moment)
+        return [sgd_bound(mu, coords, num_samples, float(h), sigma) for h in steps]
+    terms = [ridge_bound(mu, coords, num_samples, float(h), sigma) for h in grid]
+    return [t for t in terms if t.k < num_samples]
+
+
 def tuned_bound(mu: np.ndarray, coords: np.ndarray, num_samples: int, grid: np.ndarray,
-                sigma: float, *, sgd: bool) -> BoundTerms:
-    """The least bound over ``grid`` (steps for ``sgd``, else ridge penalties)."""
-    bound = sgd_bound if sgd else ridge_bound
-    terms = [bound(mu, coords, num_samples, float(h), sigma) for h in grid]
+                sigma: float, *, sgd: bool,
+                fourth_moment: float = GAUSSIAN_FOURTH_MOMENT) -> BoundTerms:
+    """The least of :func:`covered_bounds` (the bound tuning its own hyper-parameter)."""
+    terms = covered_bounds(mu, coords, num_samples, grid, sigma, sgd=sgd,
+                           fourth_moment=fourth_moment)
     return min(terms, key=lambda t: t.total)

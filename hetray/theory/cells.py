@@ -133,6 +133,8 @@ class CellResult:
         hyper: tuned grid value. predicted: the tuned bound. bias_bound, variance_bound: its
         terms. bound_hyper: the grid value the bound chose. effective_dim: its ``k``.
         null_risk: ``theta*^T M theta*``. trace: ``tr(M)``. top_eig: ``mu_1``.
+        rep_risks: the ``R`` per-data-set risks at the tuned grid value (SGD and ridge of a
+        cell see the same data sets, so these pair up for a paired test).
     """
 
     family: str
@@ -151,6 +153,7 @@ class CellResult:
     null_risk: float
     trace: float
     top_eig: float
+    rep_risks: tuple[float, ...] = ()
 
 
 def _rng(settings: CellSettings, *keys: int) -> np.random.Generator:
@@ -204,7 +207,8 @@ def evaluate_cell(cell: Cell, settings: CellSettings,
         best = int(np.argmin(risks.mean(axis=0)))
         spread = risks[:, best].std(ddof=1) if len(risks) > 1 else 0.0
         bound = tuned_bound(problem.mu, coords, cell.num_samples, grid, problem.sigma,
-                            sgd=algorithm is Algorithm.SGD)
+                            sgd=algorithm is Algorithm.SGD,
+                            fourth_moment=problem.fourth_moment)
         out.append(CellResult(
             family=cell.family.value, num_samples=cell.num_samples, depth=cell.depth,
             alignment=cell.alignment.value, algorithm=algorithm.value,
@@ -212,5 +216,5 @@ def evaluate_cell(cell: Cell, settings: CellSettings,
             hyper=float(grid[best]), predicted=bound.total, bias_bound=bound.bias,
             variance_bound=bound.variance, bound_hyper=bound.hyper, effective_dim=bound.k,
             null_risk=problem.null_risk, trace=float(problem.mu.sum()),
-            top_eig=float(problem.mu[0])))
+            top_eig=float(problem.mu[0]), rep_risks=tuple(risks[:, best].tolist())))
     return out

@@ -121,6 +121,18 @@ class Problem:
         return self.basis.T @ self.theta
 
     @property
+    def fourth_moment(self) -> float:
+        """``alpha`` with ``E[m m^T A m m^T] <= alpha tr(M A) M`` for every PSD ``A``.
+
+        Reading A (Gaussian ``m``): 3. Reading B (``m = sqrt(s_v) H^1/2 z``, ``M = E[s] H``):
+        ``3 E[s^2] / E[s]^2``, larger the more heterogeneous the node scales ``s_v`` are.
+        """
+        if not self.node_scale.size:
+            return 3.0
+        scale = self.node_scale ** 2
+        return float(3.0 * np.mean(scale ** 2) / np.mean(scale) ** 2)
+
+    @property
     def null_risk(self) -> float:
         """Excess risk of predicting 0: ``theta*^T M theta*``."""
         return float(np.sum(self.mu * self.theta_coords ** 2))

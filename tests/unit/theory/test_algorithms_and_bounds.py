@@ -14,7 +14,13 @@ from hetray.theory.algorithms import (
     sgd_tail_averaged,
     step_grid,
 )
-from hetray.theory.bounds import ridge_bound, ridge_dimension, sgd_bound, tuned_bound
+from hetray.theory.bounds import (
+    covered_steps,
+    ridge_bound,
+    ridge_dimension,
+    sgd_bound,
+    tuned_bound,
+)
 
 P = 8
 
@@ -108,3 +114,24 @@ def test_null_predictor_bound_is_its_exact_risk_and_tuning_never_exceeds_it():
     null = float(np.sum(mu * coords ** 2))
     for sgd, grid in ((True, step_grid(mu.sum(), 6)), (False, ridge_grid(1e-4, 1e2, 7))):
         assert tuned_bound(mu, coords, 50, grid, 1.0, sgd=sgd).total <= null + 1e-15
+
+
+def test_tuned_sgd_bound_only_chooses_steps_its_theorem_covers():
+    """Noiseless: a bigger step always lowers the bound, so only the range check stops it."""
+    mu, coords = np.array([1.0, 0.5, 0.25]), np.ones(3)
+    grid = step_grid(mu.sum(), 5)
+    assert covered_steps(grid, mu.sum(), 3.0).tolist() == grid[2:].tolist()
+    assert sgd_bound(mu, coords, 200, grid[0], 0.0).total < sgd_bound(mu, coords, 200, grid[2],
+                                                                      0.0).total
+    assert tuned_bound(mu, coords, 200, grid, 0.0, sgd=True).hyper == grid[2]
+    assert tuned_bound(mu, coords, 200, grid, 0.0, sgd=True, fourth_moment=0.5).hyper == grid[0]
+
+
+def test_tuned_ridge_bound_skips_penalties_whose_k_reaches_n():
+    """At ``k = N`` the expression reads ``sigma^2`` however bad ridge is; it is not chosen."""
+    mu, coords, sigma = np.array([1.0, 0.5, 0.25, 0.125]), np.ones(4), 0.01
+    tiny = ridge_bound(mu, coords, 4, 1e-6, sigma)
+    assert tiny.k == 4
+    tuned = tuned_bound(mu, coords, 4, np.array([1e-6, 1.0, np.inf]), sigma, sgd=False)
+    assert tuned.hyper == 1.0
+    assert tiny.total < tuned.total

@@ -121,3 +121,21 @@ def test_aligned_theta_lies_in_the_head_or_tail_eigenvectors():
         coords = problem.theta_coords
         assert np.linalg.norm(coords) == pytest.approx(1.0)
         assert np.linalg.norm(coords[span]) == pytest.approx(1.0)
+
+
+def test_fourth_moment_constant_matches_the_sampled_fourth_moment_in_both_readings():
+    """``E[(v^T m)^4] = alpha (v^T M v)^2`` along an eigenvector: 3 for Gaussian signals,
+    ``3 E[s^2] / E[s]^2`` for reading B, above 3 when the node scales differ."""
+    adjacency = generate(GraphFamily.BARABASI_ALBERT, 60, 4, np.random.default_rng(3))
+    g = graph_matrix(adjacency, MatrixKind.LAZY, Normalisation.RAW)
+    alphas = {}
+    for reading in Reading:
+        config = ProblemConfig(depth=2, reading=reading, feature_dim=2)
+        problem = make_problem(g, config, np.random.default_rng(0))
+        m, _ = problem.sample(100_000, np.random.default_rng(1))
+        along = m[0] @ problem.basis[:, 0]
+        sampled = np.mean(along ** 4) / problem.mu[0] ** 2
+        assert sampled == pytest.approx(problem.fourth_moment, rel=0.1), reading
+        alphas[reading] = problem.fourth_moment
+    assert alphas[Reading.SIGNAL] == 3.0
+    assert alphas[Reading.NODE] > 3.0
