@@ -1,12 +1,15 @@
-"""The pipeline's Ray shells: stage replicas as Ray actors, their group, and the RayBackend.
+"""The pipeline's Ray shells: stage workers as Ray actors, their group, and the RayBackend.
 
-Symbols: ``p`` ranks, ``dp_r`` replicas of rank ``r``, ``N`` parameters of one replica.
+Symbols: ``p`` ranks, ``dp_r`` replicas of rank ``r``, ``t_r`` tensor-parallel workers of
+each replica, ``W`` workers in all (one actor each).
 
 :class:`RayPipelineStage` is the core :class:`~hetray.pipeline.stage.PipelineStage` with the
-Ray-only bits: a :class:`RayTransport` that delivers to peer actors, and a
-:class:`CollectiveReducer` (``ray.util.collective``: gloo on CPU, nccl on GPU) for ranks with
-several replicas. Actors are *threaded* (:func:`remote_options`): while the step thread
-blocks in a RECV, other threads accept :meth:`RayPipelineStage.deliver` calls from peers::
+Ray-only bits: a :class:`RayTransport` that delivers to peer actors (each replica's tensor
+rank 0 talks for it), and the torch.distributed groups of :mod:`hetray.pipeline.
+process_groups` (gloo on CPU, nccl on GPU; why not ``ray.util.collective`` is said there):
+the gradient all-reduce over a rank's replicas and the tensor-parallel sums inside a
+replica. Actors are *threaded* (:func:`remote_options`): while the step thread blocks in a
+RECV, other threads accept :meth:`RayPipelineStage.deliver` calls from peers::
 
     sender compute thread           link thread (emulated links only)       receiver
     ---------------------           ---------------------------------       --------
@@ -15,11 +18,12 @@ blocks in a RECV, other threads accept :meth:`RayPipelineStage.deliver` calls fr
     recv(slot, rows)  <--------------------------------------------------   (blocks)
 
 :class:`StageActorGroup` is :class:`~hetray.actors.group.RayActorGroup` plus the wiring every
-generation needs (each actor gets its peers' handles, each rank's replicas join their
-collective group). :class:`RayBackend` reserves one placement-group bundle per replica
-(bundle ``i`` = endpoint ``i``, pinned by explicit index) asking for the device kind the
-plan names (``accel:<model>``); a request the cluster cannot hold at all fails at once with
-what was requested vs what exists. Steps, snapshots and recovery are the core driver's
+generation needs: each actor gets the replicas' handles, then (when any rank has dp > 1 or
+t > 1) worker 0 names a rendezvous address and all ``W`` workers join that generation's
+collective world at once. :class:`RayBackend` reserves one placement-group bundle per worker
+(bundle ``i`` = worker ``i``, pinned by explicit index) asking for the device kind the plan
+names (``accel:<model>``); a request the cluster cannot hold at all fails at once with what
+was requested vs what exists. Steps, snapshots and recovery are the core driver's
 (:class:`hetray.pipeline.driver.PipelineDriver`), the same as in-process.
 """
 
@@ -27,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -35,19 +38,19 @@ import ray
 import torch
 from hetray.actors.group import GroupPlacement, RayActorGroup
 from hetray.actors.placement import node_resources, total_request
-from ray.util import collective
 
 from hetray.accel.detect import CPU_MODEL
 from hetray.accel.device import Device
 from hetray.accel.resources import bundle
 from hetray.cluster.spec import LinkClass, LinkSpec
-from hetray.core.errors import InfeasiblePlanError
+from hetray.core.errors import ConfigError, InfeasiblePlanError
 from hetray.core.group import FailureFactory, WorkerInit
-from hetray.pipeline.layout import PipelineLayout
+from hetray.pipeline.layout import GroupKind, PipelineLayout, WorkerSlot
+from hetray.pipeline.local import stage_failure
+from hetray.pipeline.process_groups import WorkerGroups, free_port
 from hetray.pipeline.reshard import Endpoint
-from hetray.pipeline.run import stage_failure
 from hetray.pipeline.stage import PipelineStage, StageGroupSpec
-from hetray.pipeline.transport import Forward, MailboxTransport, MessageKey
+from hetray.pipeline.transport import Forward, MailboxTransport, MessageKey, Stamp
 
 logger = logging.getLogger(__name__)
 
@@ -91,30 +94,13 @@ class RayTransport(MailboxTransport):
         return tensor.detach().cpu().clone()  # a view would ship its whole storage
 
     def _post(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
-              forwards: tuple[Forward, ...]) -> None:
+              forwards: tuple[Forward, ...], stamp: Stamp) -> None:
         if dst == self.endpoint:
-            self.deliver(key, tensor, forwards)
+            self.deliver(key, tensor, forwards, stamp)
             return
-        ref = self._peers[dst].deliver.remote(key, tensor, forwards)
+        ref = self._peers[dst].deliver.remote(key, tensor, forwards, stamp)
         with self._pending_lock:
             self._pending.append(ref)
-
-
-class CollectiveReducer:
-    """Sums a flat gradient over a rank's replicas with ``ray.util.collective``.
-
-    Args:
-        group_name: the collective group of this rank's replicas.
-    """
-
-    def __init__(self, group_name: str) -> None:
-        self.group_name = group_name
-
-    def allreduce(self, flat: torch.Tensor, replica: int) -> torch.Tensor:
-        """``flat``: float32 ``(N,)``; returns the ``(N,)`` sum over replicas (same on all)."""
-        del replica  # the collective rank was fixed when the group was joined
-        collective.allreduce(flat, self.group_name)
-        return flat
 
 
 class RayPipelineStage(PipelineStage):
@@ -122,49 +108,42 @@ class RayPipelineStage(PipelineStage):
 
     Args:
         spec: the group's spec.
-        endpoint: which rank and replica this is.
-        group_name: the collective group of this rank's replicas (used when dp > 1).
+        slot: which rank, replica and tensor-parallel rank this is.
     """
 
-    def __init__(self, spec: StageGroupSpec, endpoint: Endpoint, group_name: str) -> None:
+    def __init__(self, spec: StageGroupSpec, slot: WorkerSlot) -> None:
         torch.set_num_threads(spec.num_threads)
-        stage = spec.layout.stages[endpoint.rank]
-        self.ray_transport = RayTransport(spec.layout, endpoint, spec.links,
+        device = Device.default()
+        self.ray_transport = RayTransport(spec.layout, slot.endpoint, spec.links,
                                           spec.recv_timeout_s)
-        self.reducer = CollectiveReducer(group_name) if stage.dp > 1 else None
-        self.dp = stage.dp
-        self._joined = False
-        super().__init__(spec, endpoint, self.ray_transport, self.reducer,
-                         device=Device.default(),
+        self.groups = WorkerGroups(spec.layout, spec.layout.workers().index(slot),
+                                   device.collective_backend, spec.recv_timeout_s)
+        super().__init__(spec, slot, self.ray_transport, self.groups.reducer(GroupKind.DP),
+                         tp_group=self.groups.reducer(GroupKind.TP), device=device,
                          node_id=ray.get_runtime_context().get_node_id())
 
     def connect(self, peers: Mapping[Endpoint, Any]) -> None:
-        """Give the transport every replica's actor handle."""
+        """Give the transport every replica's actor handle (its tensor rank 0's)."""
         self.ray_transport.connect(peers)
 
-    def join_group(self) -> None:
-        """Join this rank's all-reduce group; all its replicas must call this concurrently.
+    def rendezvous(self) -> tuple[str, int]:
+        """Where this generation's collective world meets: this node's address, a free port."""
+        host = ray.util.get_node_ip_address()
+        return host, free_port(host)
 
-        A no-op for a rank with one replica.
-        """
-        if self.reducer is None:
-            return
-        collective.init_collective_group(self.dp, self.endpoint.replica,
-                                         backend=self.device.collective_backend,
-                                         group_name=self.reducer.group_name)
-        self._joined = True
+    def join_groups(self, address: tuple[str, int]) -> None:
+        """Join the world at ``address`` and make its groups; every worker calls this at once."""
+        self.groups.join(address)
 
     def deliver(self, key: MessageKey, tensor: torch.Tensor,
-                forwards: tuple[Forward, ...] = ()) -> None:
+                forwards: tuple[Forward, ...] = (), stamp: Stamp | None = None) -> None:
         """Accept a message from a peer (called by peers' transports)."""
-        self.ray_transport.deliver(key, tensor, forwards)
+        self.ray_transport.deliver(key, tensor, forwards, stamp)
 
     def shutdown(self) -> None:
-        """Stop the emulated links and leave the collective group."""
+        """Stop the emulated links and leave the collective world."""
         super().shutdown()
-        if self.reducer is not None and self._joined:
-            collective.destroy_collective_group(self.reducer.group_name)
-            self._joined = False
+        self.groups.close()
 
 
 def remote_options(bundle_resources: Mapping[str, float]) -> dict[str, object]:
@@ -184,26 +163,26 @@ def remote_options(bundle_resources: Mapping[str, float]) -> dict[str, object]:
 
 
 def stage_bundles(spec: StageGroupSpec) -> list[dict[str, float]]:
-    """One bundle per replica, in :meth:`PipelineLayout.endpoints` order.
+    """One bundle per worker, in :meth:`PipelineLayout.workers` order.
 
-    A replica holds ``device_units`` of its model, asked for in the form the cluster's nodes
+    A worker holds ``device_units`` of its model, asked for in the form the cluster's nodes
     advertise it (``accel:<model>``, or Ray's ``GPU`` + ``accelerator_type:*``); CPU
-    replicas share their node's single ``accel:CPU`` unit (each holds ``device_units /
-    number of CPU replicas``).
+    workers share their node's single ``accel:CPU`` unit (each holds ``device_units /
+    number of CPU workers``).
     """
-    endpoints = spec.layout.endpoints()
-    num_cpu = sum(1 for e in endpoints if spec.device_models[e.rank] == CPU_MODEL)
+    workers = spec.layout.workers()
+    num_cpu = sum(1 for w in workers if spec.device_models[w.endpoint.rank] == CPU_MODEL)
     nodes = node_resources()
     out = []
-    for endpoint in endpoints:
-        model = spec.device_models[endpoint.rank]
+    for worker in workers:
+        model = spec.device_models[worker.endpoint.rank]
         units = spec.device_units / (num_cpu if model == CPU_MODEL else 1)
         out.append(bundle(model, num_devices=units, num_cpus=spec.cpus_per_replica,
                           nodes=nodes))
     return out
 
 
-def check_capacity(bundles: list[dict[str, float]], endpoints: list[Endpoint]) -> None:
+def check_capacity(bundles: list[dict[str, float]], workers: list[WorkerSlot]) -> None:
     """Fail at once when the cluster does not have the requested resources at all.
 
     Raises:
@@ -215,7 +194,7 @@ def check_capacity(bundles: list[dict[str, float]], endpoints: list[Endpoint]) -
     if not short:
         return
     first = next(i for i, b in enumerate(bundles) if b.get(short[0], 0) > 0)
-    raise InfeasiblePlanError(endpoints[first].rank, (
+    raise InfeasiblePlanError(workers[first].endpoint.rank, (
         f"stage actors request {_fmt(requested)} but the cluster has {_fmt(total, short)} in "
         f"all (available now: {_fmt(ray.available_resources(), short)}); add nodes that "
         "advertise these resources or change the plan"))
@@ -229,21 +208,23 @@ def _fmt(resources: Mapping[str, float], keys: list[str] | None = None) -> str:
 class StageActorGroup(RayActorGroup[RayPipelineStage]):
     """The stage actors of one run: a :class:`RayActorGroup` that wires each generation.
 
-    After :meth:`start` and :meth:`restart`, every actor gets every replica's handle and the
-    replicas of each rank join their collective group (a fresh name per generation).
+    After :meth:`start` and :meth:`restart`, every actor gets every replica's handle and,
+    when the layout has collective groups, all workers join a fresh world (new processes,
+    a new rendezvous port).
 
     Args:
-        endpoints: the replica of each worker, in worker order.
+        layout: the pipeline layout (its workers, in worker order, are the actors).
         init: ``(index, generation) -> WorkerInit`` of worker ``index``.
         placement: bundles and actor options.
         on_failure: the group's typed error for a dead or raising actor.
     """
 
-    def __init__(self, endpoints: list[Endpoint], init: Callable[[int, int], WorkerInit], *,
+    def __init__(self, layout: PipelineLayout, init: Callable[[int, int], WorkerInit], *,
                  placement: GroupPlacement, on_failure: FailureFactory) -> None:
-        super().__init__(RayPipelineStage, init, num_workers=len(endpoints),
+        self.workers = layout.workers()
+        super().__init__(RayPipelineStage, init, num_workers=len(self.workers),
                          placement=placement, on_failure=on_failure, role="pipeline/stage")
-        self.endpoints = endpoints
+        self.needs_world = bool(layout.process_groups())
 
     def start(self) -> None:
         """Reserve the bundles, start the actors, wire them."""
@@ -258,26 +239,35 @@ class StageActorGroup(RayActorGroup[RayPipelineStage]):
     def restart_worker(self, index: int) -> None:
         """Replace actor ``index`` and give every actor the new handle.
 
-        Only for stages with one replica: a lone new replica cannot rejoin a collective
-        group its peers already hold (the driver restarts whole generations).
+        Only without collective groups (every rank dp = 1, t = 1): a lone new process cannot
+        rejoin a world its peers already hold (the driver restarts whole generations).
+
+        Raises:
+            ConfigError: the layout has collective groups.
         """
+        if self.needs_world:
+            raise ConfigError("StageActorGroup.restart_worker", "index", index,
+                              "a pipeline without dp > 1 or tp > 1 ranks (use restart())")
         super().restart_worker(index)
         self.execute(RayPipelineStage.connect, self._peers())
 
     def _peers(self) -> dict[Endpoint, Any]:
-        return dict(zip(self.endpoints, self.actors, strict=True))
+        return {w.endpoint: actor for w, actor in zip(self.workers, self.actors, strict=True)
+                if w.leads}
 
     def _wire(self) -> None:
         self.execute(RayPipelineStage.connect, self._peers())
-        self.execute(RayPipelineStage.join_group)
+        if self.needs_world:
+            address = self.execute_single(0, RayPipelineStage.rendezvous)
+            self.execute(RayPipelineStage.join_groups, address)
         logger.info("wired %d stage actors (generation %d)", self.num_workers, self.generation)
 
 
 class RayBackend:
-    """Stage replicas as Ray actors on the connected cluster (one bundle each)."""
+    """Stage workers as Ray actors on the connected cluster (one bundle each)."""
 
     def stages(self, spec: StageGroupSpec) -> StageActorGroup:
-        """Check capacity, reserve the bundles, start and wire one actor per replica.
+        """Check capacity, reserve the bundles, start and wire one actor per worker.
 
         Raises:
             InfeasiblePlanError: the cluster lacks the requested resources altogether.
@@ -285,18 +275,17 @@ class RayBackend:
             ActorStartupError: an actor failed to start.
         """
         bundles = stage_bundles(spec)
-        endpoints = spec.layout.endpoints()
-        check_capacity(bundles, endpoints)
-        run_id = f"hetray-pipe-{uuid.uuid4().hex[:8]}"
+        workers = spec.layout.workers()
+        check_capacity(bundles, workers)
 
         def init(index: int, generation: int) -> WorkerInit:
-            endpoint = endpoints[index]
-            return WorkerInit.of(spec, endpoint, f"{run_id}-{generation}-r{endpoint.rank}")
+            del generation  # a new generation is new processes: a new world, no names
+            return WorkerInit.of(spec, workers[index])
 
         placement = GroupPlacement(
             bundles=tuple(bundles), timeout_s=spec.placement_timeout_s,
             options=tuple(remote_options(b) for b in bundles))
-        group = StageActorGroup(endpoints, init, placement=placement,
+        group = StageActorGroup(spec.layout, init, placement=placement,
                                 on_failure=stage_failure(spec))
         try:
             group.start()

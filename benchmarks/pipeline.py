@@ -9,7 +9,12 @@ interleaved (``v = 2``) and Virtual-1F1B run the same actor code; only the instr
 streams differ. Every schedule runs each step with the link on and off, all round-robin.
 The headline ratios are medians of per-round ratios (:func:`hetray.pipeline.measure.
 median_ratio`); activation memory is measured per chunk and counted over each schedule's
-stream (:mod:`hetray.pipeline.activation_memory`). Every key is defined in docs/pipeline.md
+stream (:mod:`hetray.pipeline.activation_memory`). Virtual-1F1B's extra warm-up is sized
+from the slow hop's *measured* delivery (:func:`hetray.pipeline.measure.
+measured_extra_warmup`), once on the quiet host and once beside a CPU-bound neighbour
+process; every round also runs the headline pair (1F1B, Virtual-1F1B) with that neighbour
+resumed (SIGCONT, SIGSTOP after), so ``headline_under_load`` compares the two conditions
+round by round. Every key is defined in docs/pipeline.md
 ("Benchmark"), with why the benchmark used to be fragile under load.
 """
 
@@ -29,13 +34,21 @@ from pathlib import Path
 from typing import Any
 
 from hetray.actors.pipeline import RayBackend
+from pipeline_load import (
+    LOADED,
+    Neighbour,
+    headline_cell,
+    loaded_round,
+    sized_extra_warmup,
+    table,
+    timed_step,
+)
 
 from hetray import runtime
-from hetray.cluster.spec import LinkClass, LinkSpec
+from hetray.cluster.spec import LinkSpec
 from hetray.core.config import with_overrides
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.activation_memory import cap_plan, chunk_activation_bytes
-from hetray.pipeline.data import synthetic_batch
 from hetray.pipeline.driver import PipelineDriver
 from hetray.pipeline.measure import (
     compute_means,
@@ -46,7 +59,7 @@ from hetray.pipeline.measure import (
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.report import StepReport
 from hetray.pipeline.run import ResourceConfig, RunConfig, TrainConfig, start
-from hetray.pipeline.schedules import Schedule, virtual_extra_warmup
+from hetray.pipeline.schedules import Schedule
 from hetray.pipeline.simulator import PipelineTimings, Transfer
 from hetray.planner.handoff import FAST_LINK, local_spec, pipeline_config, step_records
 from hetray.planner.measurements import Measurement, save_measurements
@@ -133,32 +146,6 @@ def run_config(schedule: Schedule, link: LinkSpec, extra: int,
     return with_overrides(config, {"pipeline.extra_warmup": extra}, "benchmark")
 
 
-def timed_step(driver: PipelineDriver, link: LinkSpec | None,
-               step: int) -> tuple[StepReport, float]:
-    """One step with ``link`` emulated (None: off); the report and its emulated link seconds."""
-    driver.set_links({LinkClass.CROSS_CLUSTER: link} if link is not None else {})
-    before = driver.link_delay_s()
-    tokens, targets = synthetic_batch(driver.spec.model, driver.layout.global_batch, step,
-                                      seed=0)
-    report = driver.step(tokens, targets)
-    return report, driver.link_delay_s() - before
-
-
-def sized_extra_warmup(driver: PipelineDriver, link: LinkSpec,
-                       args: argparse.Namespace) -> int:
-    """Virtual-1F1B extra warm-up from the interleaved run's measured chunk time."""
-    if args.extra_warmup >= 0:
-        return int(args.extra_warmup)
-    reports = [timed_step(driver, link, step)[0] for step in range(max(3, args.warmup_steps))]
-    # the quietest step's chunk time (the first runs cold): a step slowed by other processes
-    # overstates the chunk time and so under-sizes the warm-up, exposing the link, while
-    # extra warm-up beyond what is needed costs activation memory, not time
-    chunk_s = min(max(f + b for f, b in zip(*compute_means([r], 2, 2), strict=True)) / 2
-                  for r in reports[1:])
-    num_bytes = args.microbatch_size * args.model.seq_len * args.model.hidden * 4
-    return virtual_extra_warmup(2 * link.transfer_time_s(num_bytes), chunk_s)
-
-
 def to_stats(schedule: Schedule, link_on: bool, samples: list[tuple[StepReport, float]],
              extra: int, args: argparse.Namespace) -> RunStats:
     """Fold one (schedule, link setting)'s measured steps into :class:`RunStats`."""
@@ -219,6 +206,8 @@ class Rounds:
     capped: dict[Schedule, list[float]]
     memory: dict[Schedule, tuple[int, int]]
     extra: int
+    loaded: dict[str, list[float]]
+    sizing: dict[str, dict[str, float]]
 
 
 def _start_capped(memory: dict[Schedule, tuple[int, int]], link: LinkSpec, extra: int,
@@ -228,38 +217,50 @@ def _start_capped(memory: dict[Schedule, tuple[int, int]], link: LinkSpec, extra
             for s, (_, m) in memory.items() if 0 < m < args.microbatches}
 
 
-def run_all(link: LinkSpec, args: argparse.Namespace) -> Rounds:
+def one_round(step: int, drivers: dict[Schedule, PipelineDriver],
+              capped: dict[Schedule, PipelineDriver], rounds: Rounds, link: LinkSpec,
+              keep: bool) -> None:
+    """Step ``step`` of every run (link on and off; capped runs link on); ``keep``: record."""
+    for schedule, driver in drivers.items():
+        for link_on in (True, False):
+            sample = timed_step(driver, link if link_on else None, step)
+            if keep:
+                rounds.samples[(link_on, schedule)].append(sample)
+    for schedule, driver in capped.items():
+        report, _ = timed_step(driver, link, step)
+        if keep:
+            rounds.capped[schedule].append(report.step_s)
+
+
+def run_all(link: LinkSpec, args: argparse.Namespace, neighbour: Neighbour) -> Rounds:
     """Every schedule, link on and off, steps interleaved round-robin so load drifts hit all.
 
-    Virtual-1F1B's extra warm-up is sized once, from the interleaved run's warm-up steps.
-    The schedules that must run fewer micro-batches per pass under the memory cap run that
-    configuration too (link on), in the same rounds.
+    Virtual-1F1B's extra warm-up is sized once per condition, from the interleaved run's
+    measured delivery. The schedules that must run fewer micro-batches per pass under the
+    memory cap run that configuration too (link on), in the same rounds, and each measured
+    round ends with the headline pair beside the neighbour (:func:`loaded_round`).
     """
     drivers: dict[Schedule, PipelineDriver] = {}
     capped: dict[Schedule, PipelineDriver] = {}
     rounds = Rounds(samples={(on, s): [] for on in (True, False) for s in SCHEDULES},
-                    capped={}, memory={}, extra=0)
+                    capped={}, memory={}, extra=0, sizing={},
+                    loaded={k: [] for k in LOADED})
     try:
         for schedule in SCHEDULES:
             drivers[schedule] = start(run_config(schedule, link, rounds.extra, args),
                                       RayBackend())
             if schedule is Schedule.INTERLEAVED:
-                rounds.extra = sized_extra_warmup(drivers[schedule], link, args)
+                rounds.sizing = sized_extra_warmup(drivers[schedule], link, args, neighbour)
+                rounds.extra = int(rounds.sizing["quiet"]["extra_warmup"])
         rounds.memory = memory_plan(rounds.extra, args)
         capped = _start_capped(rounds.memory, link, rounds.extra, args)
         rounds.capped = {s: [] for s in capped}
         for step in range(args.warmup_steps + args.steps):
             print(f"[phase] step {step + 1}/{args.warmup_steps + args.steps} of every schedule, "
                   "link on and off", file=sys.stderr, flush=True)
-            for schedule, driver in drivers.items():
-                for link_on in (True, False):
-                    sample = timed_step(driver, link if link_on else None, step)
-                    if step >= args.warmup_steps:
-                        rounds.samples[(link_on, schedule)].append(sample)
-            for schedule, driver in capped.items():
-                report, _ = timed_step(driver, link, step)
-                if step >= args.warmup_steps:
-                    rounds.capped[schedule].append(report.step_s)
+            one_round(step, drivers, capped, rounds, link, step >= args.warmup_steps)
+            if step >= args.warmup_steps:
+                loaded_round(drivers, link, step, rounds.sizing, rounds.loaded, neighbour)
     finally:
         for driver in [*drivers.values(), *capped.values()]:
             driver.shutdown()
@@ -287,6 +288,9 @@ def memory_cells(rounds: Rounds, on: dict[Schedule, RunStats],
         steps = on[schedule].step_s if m == args.microbatches else rounds.capped.get(schedule)
         out[schedule.value] = {"microbatches_per_pass": m, "peak_activation_bytes": peak,
                                "tokens_per_s": m * tokens / statistics.median(steps) if m else 0.0}
+    # the cap is Virtual-1F1B's own peak, so GPipe's m' moves with the sized extra warm-up
+    out["gpipe_microbatches_by_extra_warmup"] = {
+        extra: memory_plan(extra, args)[Schedule.GPIPE][1] for extra in range(10)}
     return out
 
 
@@ -331,6 +335,10 @@ def summarize_runs(rounds: Rounds, link: LinkSpec, args: argparse.Namespace) -> 
         "speedup_v1f1b_over_1f1b_ratio_of_medians": on[Schedule.ONE_F_ONE_B].median_s
         / on[Schedule.VIRTUAL_1F1B].median_s,
         "memory_capped": memory_cells(rounds, on, args),
+        "headline_under_load": headline_cell(
+            [r.step_s for r, _ in rounds.samples[(True, Schedule.ONE_F_ONE_B)]],
+            [r.step_s for r, _ in rounds.samples[(True, Schedule.VIRTUAL_1F1B)]],
+            rounds.loaded, rounds.sizing),
         "refit": refit_cell(rounds, runs, link, args),
         "link_hidden_fraction": v1f1b["link_hidden_fraction"],
         "simulator_mape_pct": mape_pct(list(on.values()), link, eps, args),
@@ -340,27 +348,6 @@ def summarize_runs(rounds: Rounds, link: LinkSpec, args: argparse.Namespace) -> 
     }
 
 
-def _table(result: dict[str, Any]) -> str:
-    rows = [f"{'schedule':<14}{'link on s':>11}{'link off s':>11}{'predicted s':>13}"
-            f"{'link s':>9}{'hidden':>8}"]
-    for name, s in result["schedules"].items():
-        rows.append(f"{name:<14}{s['step_s_link_on']:>11.3f}{s['step_s_link_off']:>11.3f}"
-                    f"{s['predicted_s_link_on']:>13.3f}{s['link_time_s']:>9.3f}"
-                    f"{100 * s['link_hidden_fraction']:>7.0f}%")
-    capped = result["memory_capped"]
-    rows.append(f"at an activation cap of {capped['cap_bytes'] / 2**20:.1f} MiB per rank "
-                "(Virtual-1F1B's peak): " + ", ".join(
-                    f"{name} {cell['tokens_per_s']:,.0f} tokens/s "
-                    f"(m'={cell['microbatches_per_pass']}, "
-                    f"peak {cell['peak_activation_bytes'] / 2**20:.1f} MiB)"
-                    for name, cell in capped.items() if name != "cap_bytes"))
-    rows.append(f"Virtual-1F1B over 1F1B: {result['speedup_v1f1b_over_1f1b']:.2f}x; link time "
-                f"hidden {100 * result['link_hidden_fraction']:.0f}%; simulator MAPE "
-                f"{result['simulator_mape_pct']:.1f}% (eps {1e3 * result['message_overhead_s']:.2f}"
-                " ms per message, fitted on link-off runs)")
-    return "\n".join(rows)
-
-
 def main() -> None:
     """Run every schedule with and without the slow link; write the JSON and measurements."""
     args = parse_args()
@@ -368,12 +355,14 @@ def main() -> None:
     start = time.perf_counter()
     load_start = os.getloadavg()
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-               for _ in range(args.load_procs)]  # the robustness check: CPU-bound neighbours
+               for _ in range(args.load_procs)]  # CPU-bound neighbours for the whole run
+    neighbour = Neighbour()  # the one the headline_under_load rounds resume
     try:
         runtime.connect(args.address)
         link = LinkSpec.from_gbit_per_s(args.latency_ms / 1e3, args.gbit)
-        rounds = run_all(link, args)
+        rounds = run_all(link, args, neighbour)
     finally:
+        neighbour.close()
         for proc in burners:
             proc.kill()
     runs = stats_of(rounds, args)
@@ -391,7 +380,7 @@ def main() -> None:
     save_measurements(args.measurements_out, records)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2), encoding="utf-8")
-    print(_table(result))
+    print(table(result))
     print(f"wrote {args.out} and {len(records)} step records to {args.measurements_out}")
 
 

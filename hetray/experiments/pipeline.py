@@ -4,7 +4,7 @@ Symbols: ``p`` ranks (stages), ``m`` micro-batches, ``v`` chunks per rank, ``G``
 per step, ``S`` sequence length, ``alpha`` link latency, ``beta`` link bandwidth.
 
 One trial trains a small GPT through the pipeline's run API on its in-process backend
-(:class:`hetray.pipeline.run.LocalBackend`: the stage replicas are threads of the trial
+(:class:`hetray.pipeline.local.LocalBackend`: the stage replicas are threads of the trial
 process, running the same stage workers and transport protocol as the Ray stage actors;
 the trial's Tune bundle is all it reserves, so the Ray backend Tune passes in is not used).
 Every rank sits
@@ -215,7 +215,7 @@ def run_pipeline_trial(config: Mapping[str, Any], report: Reporter | Session,
         report: gets :attr:`SPEC.metrics` once per step (a session: with both pipelines'
             states, and a restored state's steps are skipped).
         backend: the pipeline backend Tune offers; unused: both pipelines run in-process
-            (:class:`~hetray.pipeline.run.LocalBackend`), as the module docstring says.
+            (:class:`~hetray.pipeline.local.LocalBackend`), as the module docstring says.
 
     Raises:
         ConfigError: an invalid parameter or a layout the schedule cannot run (e.g.

@@ -6,9 +6,12 @@ stages, the transport protocol with emulated links, the stage worker, and the ru
 
 The path from here to every adapter, one hop each:
 
-- run API: :mod:`hetray.pipeline.run` (``RunConfig``, ``Backend``, ``LocalBackend``,
-  ``start``, ``run``), the driver :mod:`hetray.pipeline.driver` (``PipelineDriver``: step
-  state machine over the stage group), reports :mod:`hetray.pipeline.report`
+- run API: :mod:`hetray.pipeline.run` (``RunConfig``, ``Backend``, ``start``, ``run``), the
+  in-process backend :mod:`hetray.pipeline.local` (``LocalBackend``), the driver
+  :mod:`hetray.pipeline.driver` (``PipelineDriver``: step state machine over the stage
+  group), reports :mod:`hetray.pipeline.report`; tensor parallelism
+  :mod:`hetray.pipeline.tensor_parallel`, ZeRO-1 :mod:`hetray.pipeline.zero`, collectives
+  between actors :mod:`hetray.pipeline.process_groups`
 - actor shell: ``actors/pipeline.py`` (``hetray.actors.pipeline``: ``RayPipelineStage``,
   ``StageActorGroup``, ``RayBackend``)
 - CLI command: ``hetray train pipeline`` (:mod:`hetray.cli.pipeline`; plan -> run config in

@@ -4,9 +4,12 @@ Symbols: ``p`` ranks, ``dp_r`` replicas of rank ``r``, ``G`` sequences per step,
 sequence length.
 
 The driver talks only to an :class:`~hetray.core.group.ActorGroup` of
-:class:`~hetray.pipeline.stage.PipelineStage` workers (worker ``i`` = the ``i``-th endpoint
-of the layout, rank then replica), so the same code drives threads in this process and Ray
-actors. State machine of :meth:`PipelineDriver.step`::
+:class:`~hetray.pipeline.stage.PipelineStage` workers (worker ``i`` = the ``i``-th
+:meth:`~hetray.pipeline.layout.PipelineLayout.workers` slot: rank, replica, then
+tensor-parallel rank), so the same code drives threads in this process and Ray actors.
+Parameters and gradients of a tensor-parallel replica are merged from its workers' shards
+(:func:`~hetray.pipeline.tensor_parallel.merge_shards`) under the full model's names.
+State machine of :meth:`PipelineDriver.step`::
 
     READY  --step ok-->  READY   (snapshot := every replica's state_dict, at step k+1)
     READY  --a replica dies or raises-->  FAILED   (StageFailedError names rank and replica)
@@ -47,8 +50,10 @@ from hetray.core.errors import ConfigError, HetrayError, StageFailedError
 from hetray.core.group import ActorGroup
 from hetray.core.storage import CheckpointLog, Complete
 from hetray.pipeline.report import StepReport, summarize
+from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.schedules import Schedule, build_streams
 from hetray.pipeline.stage import PipelineStage, StageGroupSpec, StageInfo
+from hetray.pipeline.tensor_parallel import merge_shards
 from hetray.pipeline.training import replica_batch
 
 logger = logging.getLogger(__name__)
@@ -92,7 +97,8 @@ class PipelineDriver:
         self.group = group
         self.spec = spec
         self.layout = layout
-        self.endpoints = layout.endpoints()
+        self.endpoints = [w.endpoint for w in layout.workers()]  # worker i's replica
+        self.schedule, self.extra_warmup = schedule, extra_warmup
         self.streams = build_streams(schedule, layout.num_ranks, layout.num_microbatches,
                                      layout.num_chunks, extra_warmup)
         self.keep_state = keep_state and checkpoints is None
@@ -194,7 +200,7 @@ class PipelineDriver:
         log = self._log()
         if complete.parts != len(self.endpoints):
             raise ConfigError("--resume", "checkpoint parts", complete.parts,
-                              f"{len(self.endpoints)}, one per replica of this pipeline")
+                              f"{len(self.endpoints)}, one per worker of this pipeline")
         self._guarded(lambda: self.group.execute_each(
             PipelineStage.load_from, [(log.storage, log.part_path(complete.position, i))
                                       for i in range(complete.parts)]))
@@ -214,7 +220,7 @@ class PipelineDriver:
         latest = self.checkpoints.latest() if self.checkpoints is not None else None
         resume = (latest.position if latest is not None
                   else self.snapshot.step if self.snapshot is not None else 0)
-        logger.warning("restarting %d stage replicas from step %d", len(self.endpoints),
+        logger.warning("restarting %d stage workers from step %d", len(self.endpoints),
                        resume)
         self.group.restart()
         self.generation += 1
@@ -260,12 +266,39 @@ class PipelineDriver:
         """Emulated link seconds charged so far, all replicas of this generation together."""
         return float(sum(self._guarded(lambda: self.group.execute(PipelineStage.link_delay_s))))
 
+    def delivery_s(self) -> dict[LinkClass, list[float]]:
+        """Measured one-way delivery seconds per link class since the last call, all workers.
+
+        What a slow hop really takes (link, queueing, transport and wake-ups): the input to
+        size Virtual-1F1B's extra warm-up from (:meth:`set_extra_warmup`).
+        """
+        out: dict[LinkClass, list[float]] = {}
+        for part in self._guarded(lambda: self.group.execute(PipelineStage.delivery_s)):
+            for link, seconds in part.items():
+                out.setdefault(link, []).extend(seconds)
+        return out
+
+    def set_extra_warmup(self, extra_warmup: int) -> None:
+        """Run Virtual-1F1B with ``extra_warmup`` extra warm-up forwards from the next step.
+
+        Raises:
+            ConfigError: the schedule cannot take it (e.g. not Virtual-1F1B with ``> 0``).
+        """
+        layout = self.layout
+        self.streams = build_streams(self.schedule, layout.num_ranks, layout.num_microbatches,
+                                     layout.num_chunks, extra_warmup)
+        self.extra_warmup = extra_warmup
+
     def _merged(self, method: Callable[[PipelineStage], dict[str, torch.Tensor]],
                 replica: int) -> dict[str, torch.Tensor]:
         chosen = [i for i, e in enumerate(self.endpoints)
                   if e.replica == min(replica, self.layout.stages[e.rank].dp - 1)]
         parts = self._guarded(lambda: [self.group.execute_single(i, method) for i in chosen])
-        return {name: t for part in parts for name, t in part.items()}
+        shards: dict[Endpoint, list[dict[str, torch.Tensor]]] = {}
+        for i, part in zip(chosen, parts, strict=True):  # tensor-rank order within a replica
+            shards.setdefault(self.endpoints[i], []).append(part)
+        return {name: merge_shards(name, [s[name] for s in ranks])
+                for ranks in shards.values() for name in ranks[0]}
 
     def _guarded(self, call: Callable[[], Any]) -> Any:
         """``call()``; a group error marks the driver FAILED before it propagates."""

@@ -16,9 +16,14 @@ rank, op by op::
     SEND_GRAD(mb, c)  route d loss / d input rows to rank (q-1) % p       (non-blocking)
 
 then sums the gradients over the stage's replicas (:class:`~hetray.pipeline.training.
-GradReducer`) and takes an optimizer step. Rows are re-split between ranks with different
-replica shares by :func:`hetray.pipeline.reshard.route` (gateway routing on slow links).
-Every op's start and end are recorded for busy fractions and the simulator comparison.
+GradReducer`) and takes an optimizer step. A replica with ``t > 1`` tensor-parallel workers
+runs one stream per worker in lockstep (:mod:`hetray.pipeline.tensor_parallel`): only tensor
+rank 0 sends, receives and reports the loss; after each RECV it hands what it received to
+the replica's other workers (a sum over the tensor group in which they add zeros, which is
+exact), so every worker of the replica computes on the same input. Rows are re-split
+between ranks with different replica shares by :func:`hetray.pipeline.reshard.route`
+(gateway routing on slow links). Every op's start and end are recorded for busy fractions
+and the simulator comparison.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from hetray.accel.device import Device
 from hetray.cluster.spec import LinkClass
 from hetray.core.errors import ConfigError
 from hetray.models.gpt import GPTChunk, token_loss_sum
-from hetray.pipeline.layout import PipelineLayout
+from hetray.pipeline.layout import PipelineLayout, WorkerSlot
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.reshard import Endpoint, is_slow, route
 from hetray.pipeline.schedules import Op, OpKind
@@ -64,6 +69,7 @@ class WorkerStepStats:
 
     Attributes:
         endpoint: the replica.
+        tp_rank: the worker's tensor-parallel rank in it (only rank 0 reports the loss).
         step: step index.
         loss_sum: sum of token cross-entropies it computed (0 unless it holds the last q).
         num_tokens: tokens those losses cover.
@@ -77,6 +83,7 @@ class WorkerStepStats:
     """
 
     endpoint: Endpoint
+    tp_rank: int
     step: int
     loss_sum: float
     num_tokens: int
@@ -100,28 +107,34 @@ class _StepState:
 
 
 class StageWorker:
-    """One replica of one pipeline rank: its chunks, optimizer, transport and reducer.
+    """One worker of one pipeline rank: its chunks, optimizer, transport and reducers.
 
     Args:
         layout: the pipeline layout.
-        endpoint: which rank and replica this is.
+        slot: which rank, replica and tensor-parallel rank this is.
         chunks: ``(v,)`` modules of local chunks ``c = 0..v-1`` (virtual stages ``c p + r``).
         optimizer: optimizer settings.
-        transport: sends and receives activations and gradients.
+        transport: sends and receives activations and gradients (tensor rank 0 only).
         reducer: sums gradients over the rank's replicas; None only when it has one replica.
+        tp_group: sums over the replica's tensor-parallel workers; None only when ``t = 1``.
         device: where the chunks run (CPU if None).
     """
 
-    def __init__(self, *, layout: PipelineLayout, endpoint: Endpoint,
+    def __init__(self, *, layout: PipelineLayout, slot: WorkerSlot,
                  chunks: Sequence[GPTChunk], optimizer: OptimizerConfig, transport: Transport,
-                 reducer: GradReducer | None, device: Device | None = None) -> None:
+                 reducer: GradReducer | None, tp_group: GradReducer | None = None,
+                 device: Device | None = None) -> None:
+        endpoint = slot.endpoint
+        stage = layout.stages[endpoint.rank]
         if len(chunks) != layout.num_chunks:
             raise ConfigError("StageWorker", "chunks", len(chunks),
                               f"{layout.num_chunks} chunks (v of the layout)")
-        if reducer is None and layout.stages[endpoint.rank].dp > 1:
-            raise ConfigError("StageWorker", "reducer", None,
-                              "a GradReducer: the rank has several replicas")
-        self.layout, self.endpoint = layout, endpoint
+        if (reducer is None and stage.dp > 1) or (tp_group is None and stage.tp > 1):
+            raise ConfigError("StageWorker", "reducer/tp_group", (reducer, tp_group),
+                              "a GradReducer for a rank with several replicas and one for a "
+                              "replica with several tensor-parallel workers")
+        self.layout, self.endpoint, self.slot = layout, endpoint, slot
+        self.tp_group = tp_group
         self.device = device or Device.cpu()
         self.chunks = [self.device.place(chunk) for chunk in chunks]
         self.params = [p for chunk in self.chunks for p in chunk.parameters()]
@@ -155,7 +168,8 @@ class StageWorker:
         after = self.transport.counters.snapshot()
         counted, self._bytes_counted = self._bytes_counted, after
         return WorkerStepStats(
-            endpoint=self.endpoint, step=step, loss_sum=state.loss_sum,
+            endpoint=self.endpoint, tp_rank=self.slot.tp_rank, step=step,
+            loss_sum=state.loss_sum,
             num_tokens=state.num_tokens, step_s=time.perf_counter() - t0,
             busy_s=sum(t.end_s - t.start_s for t in timings if t.op.kind in COMPUTE),
             op_timings=tuple(timings),
@@ -168,8 +182,21 @@ class StageWorker:
         q = self._virtual(op)
         kind = MessageKind.ACT if op.kind is OpKind.RECV_ACT else MessageKind.GRAD
         slot = SlotKey(step=state.step, kind=kind, microbatch=op.microbatch, virtual_stage=q)
-        received = self.transport.recv(slot, self.rows)
-        state.inbox[(op.kind, op.microbatch, op.chunk)] = self.device.place(received)
+        received = (self.device.place(self.transport.recv(slot, self.rows))
+                    if self.slot.leads else None)
+        if self.tp_group is not None:
+            received = self._share(received)
+        state.inbox[(op.kind, op.microbatch, op.chunk)] = received
+
+    def _share(self, received: torch.Tensor | None) -> torch.Tensor:
+        """Tensor rank 0's ``(rows, S, D)`` message on every worker of the replica."""
+        group, rank = self.tp_group, self.slot.tp_rank
+        shape = self.device.place(torch.tensor(
+            received.shape if received is not None else (0, 0, 0), dtype=torch.float64))
+        dims = tuple(int(n) for n in group.allreduce(shape, rank).tolist())
+        mine = (received if received is not None
+                else self.device.place(torch.zeros(dims, dtype=self.params[0].dtype)))
+        return group.allreduce(mine.reshape(-1), rank).view(dims)
 
     def _forward(self, op: Op, state: _StepState) -> None:
         q, mb = self._virtual(op), op.microbatch
@@ -181,8 +208,9 @@ class StageWorker:
         if q == self.layout.num_virtual - 1:
             targets = self.device.place(_need(state.batch.targets, "targets", self.endpoint))
             out = token_loss_sum(out, targets[mb])
-            state.loss_sum += out.item()
-            state.num_tokens += targets[mb].numel()
+            if self.slot.leads:  # every tensor rank has the same loss: count it once
+                state.loss_sum += out.item()
+                state.num_tokens += targets[mb].numel()
         state.saved[(mb, op.chunk)] = (x, out)
 
     def _backward(self, op: Op, state: _StepState) -> None:
@@ -197,11 +225,13 @@ class StageWorker:
 
     def _send_act(self, op: Op, state: _StepState) -> None:
         _, out = state.saved[(op.microbatch, op.chunk)]
-        self._route(out, self._virtual(op) + 1, MessageKind.ACT, op, state.step)
+        if self.slot.leads:
+            self._route(out, self._virtual(op) + 1, MessageKind.ACT, op, state.step)
 
     def _send_grad(self, op: Op, state: _StepState) -> None:
         grad = state.input_grads.pop((op.microbatch, op.chunk))
-        self._route(grad, self._virtual(op) - 1, MessageKind.GRAD, op, state.step)
+        if self.slot.leads:
+            self._route(grad, self._virtual(op) - 1, MessageKind.GRAD, op, state.step)
 
     def _route(self, tensor: torch.Tensor, dst_q: int, kind: MessageKind, op: Op,
                step: int) -> None:

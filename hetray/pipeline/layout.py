@@ -2,7 +2,8 @@
 
 Symbols: ``p`` stages (ranks), ``v`` chunks per rank, ``q = c*p + r`` the virtual stage of
 local chunk ``c`` on rank ``r``, ``n_r`` layers of rank ``r``, ``m`` micro-batches, ``R``
-rows (sequences) per micro-batch, ``dp_r`` replicas of rank ``r``.
+rows (sequences) per micro-batch, ``dp_r`` replicas of rank ``r``, ``t_r`` tensor-parallel
+ranks of each replica of rank ``r``.
 
 **Layers.** The model's layer sequence is cut into ``p*v`` consecutive pieces, taken in
 virtual-stage order ``q = 0, 1, ..., p*v - 1``; rank ``r`` holds pieces ``r, p + r, ...``
@@ -23,6 +24,13 @@ in proportion to replica throughput (:func:`~hetray.pipeline.reshard.row_shares`
 **Links.** Each replica has a :class:`Location`; two replicas on one node talk over an
 intra-node link, on two nodes of one cluster over an inter-node link, else cross-cluster.
 
+**Workers.** A replica with ``t_r > 1`` is ``t_r`` workers (:class:`WorkerSlot`), one per
+tensor-parallel rank, on the replica's node (:mod:`hetray.pipeline.tensor_parallel`).
+Worker order is rank, then replica, then tensor-parallel rank; :meth:`PipelineLayout.
+process_groups` lists the collective groups they form (a rank's replicas per
+tensor-parallel rank for the gradient all-reduce, a replica's workers for tensor
+parallelism).
+
 Example:
     >>> layout = make_layout(stage_layers=(3, 2), shares=((2,), (1, 1)), num_microbatches=2,
     ...                      num_chunks=2)
@@ -32,10 +40,15 @@ Example:
     (1, 2)
     >>> layout.link_class(Endpoint(0, 0), Endpoint(1, 1)).value
     'inter_node'
+    >>> tp = make_layout(stage_layers=(1, 1), shares=((2,), (1, 1)), num_microbatches=1,
+    ...                  tp=(2, 1))
+    >>> [(g.kind.value, g.workers) for g in tp.process_groups()]
+    [('tp', (0, 1)), ('dp', (2, 3))]
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,17 +77,47 @@ class StageLayout:
         chunk_layers: ``(v,)`` layer ranges ``[start, end)`` of local chunks ``c = 0..v-1``.
         row_shares: ``(dp_r,)`` rows of each micro-batch per replica (sum ``R``).
         locations: ``(dp_r,)`` where each replica runs.
+        tp: ``t_r``, tensor-parallel workers of each replica.
     """
 
     rank: int
     chunk_layers: tuple[tuple[int, int], ...]
     row_shares: tuple[int, ...]
     locations: tuple[Location, ...]
+    tp: int = 1
 
     @property
     def dp(self) -> int:
         """Replicas of this rank."""
         return len(self.row_shares)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class WorkerSlot:
+    """One worker of the pipeline: its replica and its tensor-parallel rank in it."""
+
+    endpoint: Endpoint
+    tp_rank: int = 0
+
+    @property
+    def leads(self) -> bool:
+        """Whether this worker talks to other stages for its replica (tensor rank 0)."""
+        return self.tp_rank == 0
+
+
+class GroupKind(enum.Enum):
+    """What a collective group of workers sums."""
+
+    DP = "dp"   # gradients over a rank's replicas (one group per tensor-parallel rank)
+    TP = "tp"   # partial sums of one replica's tensor-parallel workers
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessGroup:
+    """A collective group: ``workers`` are indices into :meth:`PipelineLayout.workers`."""
+
+    kind: GroupKind
+    workers: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +144,8 @@ class PipelineLayout:
         if any(len(s.locations) != s.dp for s in self.stages):
             raise ConfigError("PipelineLayout", "locations", [s.locations for s in self.stages],
                               "one location per replica")
+        if any(s.tp < 1 for s in self.stages):
+            raise ConfigError("PipelineLayout", "tp", [s.tp for s in self.stages], ">= 1 each")
 
     @property
     def num_ranks(self) -> int:
@@ -130,6 +175,27 @@ class PipelineLayout:
     def endpoints(self) -> list[Endpoint]:
         """Every replica, by rank then replica."""
         return [Endpoint(s.rank, i) for s in self.stages for i in range(s.dp)]
+
+    def workers(self) -> list[WorkerSlot]:
+        """Every worker, by rank, replica, then tensor-parallel rank."""
+        return [WorkerSlot(e, j) for e in self.endpoints()
+                for j in range(self.stages[e.rank].tp)]
+
+    def process_groups(self) -> list[ProcessGroup]:
+        """The collective groups of more than one worker, in one fixed order.
+
+        Per rank: its tensor-parallel groups (one per replica), then its data-parallel
+        groups (one per tensor-parallel rank).
+        """
+        index = {w: i for i, w in enumerate(self.workers())}
+        out = []
+        for s in self.stages:
+            tp = [tuple(index[WorkerSlot(Endpoint(s.rank, i), j)] for j in range(s.tp))
+                  for i in range(s.dp)]
+            out += [ProcessGroup(GroupKind.TP, g) for g in tp if len(g) > 1]
+            out += [ProcessGroup(GroupKind.DP, tuple(g[j] for g in tp))
+                    for j in range(s.tp) if s.dp > 1]
+        return out
 
     def layer_bounds(self) -> list[tuple[int, int]]:
         """``(p v,)`` layer ranges in virtual-stage order."""
@@ -181,8 +247,8 @@ def chunk_layer_ranges(stage_layers: Sequence[int],
 
 
 def make_layout(*, stage_layers: Sequence[int], shares: Sequence[Sequence[int]],
-                num_microbatches: int, num_chunks: int = 1,
-                clusters: Sequence[str] = ()) -> PipelineLayout:
+                num_microbatches: int, num_chunks: int = 1, clusters: Sequence[str] = (),
+                tp: Sequence[int] = ()) -> PipelineLayout:
     """A layout without a cluster spec (tests, benchmarks, local runs).
 
     Every rank runs on its own node; its replicas share that node.
@@ -194,13 +260,18 @@ def make_layout(*, stage_layers: Sequence[int], shares: Sequence[Sequence[int]],
         num_chunks: ``v``.
         clusters: ``(p,)`` cluster name per rank (default: one cluster), so tests can mark
             a hop cross-cluster.
+        tp: ``(p,)`` tensor-parallel workers per replica (default 1 each).
     """
-    if len(shares) != len(stage_layers) or (clusters and len(clusters) != len(stage_layers)):
-        raise ConfigError("make_layout", "shares/clusters", (len(shares), len(clusters)),
+    if len(shares) != len(stage_layers) or any(
+            x and len(x) != len(stage_layers) for x in (clusters, tp)):
+        raise ConfigError("make_layout", "shares/clusters/tp",
+                          (len(shares), len(clusters), len(tp)),
                           f"{len(stage_layers)} entries (one per rank)")
     names = tuple(clusters) or ("local",) * len(stage_layers)
     layers = chunk_layer_ranges(stage_layers, num_chunks)
+    widths = tuple(tp) or (1,) * len(stage_layers)
     stages = tuple(StageLayout(rank=r, chunk_layers=tuple(layers[r]), row_shares=tuple(s),
-                               locations=(Location(names[r], f"node{r}"),) * len(s))
+                               locations=(Location(names[r], f"node{r}"),) * len(s),
+                               tp=widths[r])
                    for r, s in enumerate(shares))
     return PipelineLayout(stages=stages, num_microbatches=num_microbatches)

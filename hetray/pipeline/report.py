@@ -76,7 +76,11 @@ class StepReport:
 
 def summarize(step: int, stats: Sequence[WorkerStepStats], num_ranks: int,
               step_s: float) -> StepReport:
-    """Fold the replicas' stats of one step into a :class:`StepReport`."""
+    """Fold the workers' stats of one step into a :class:`StepReport`.
+
+    Busy fractions average every worker of a rank; op timings are each replica's tensor
+    rank 0's (its other tensor ranks run the same stream in lockstep).
+    """
     loss_sum = sum(s.loss_sum for s in stats)
     num_tokens = sum(s.num_tokens for s in stats)
     busy = [[s.busy_s / step_s for s in stats if s.endpoint.rank == r] for r in range(num_ranks)]
@@ -85,7 +89,7 @@ def summarize(step: int, stats: Sequence[WorkerStepStats], num_ranks: int,
     return StepReport(step=step, loss=loss_sum / num_tokens, step_s=step_s,
                       tokens_per_s=num_tokens / step_s,
                       busy_fraction=tuple(sum(b) / len(b) for b in busy), bytes_by_link=links,
-                      op_timings={s.endpoint: s.op_timings for s in stats})
+                      op_timings={s.endpoint: s.op_timings for s in stats if s.tp_rank == 0})
 
 
 def summary_dict(schedule: Schedule, num_chunks: int, num_microbatches: int,

@@ -14,9 +14,9 @@ A :class:`RunConfig` is a frozen tree (YAML/JSON through :mod:`hetray.core.confi
     resources:  ResourceConfig          CPUs / device units per replica, threads, timeouts
 
 :func:`start` turns it into a :class:`~hetray.pipeline.driver.PipelineDriver` over the stage
-group a :class:`Backend` makes (:class:`LocalBackend`: stage replicas as objects in this
-process on their own threads, joined by an :class:`~hetray.pipeline.transport.
-InProcessNetwork`; ``hetray.actors.pipeline.RayBackend``: one Ray actor per replica);
+group a :class:`Backend` makes (:class:`~hetray.pipeline.local.LocalBackend`: stage workers
+as objects in this process on their own threads; ``hetray.actors.pipeline.RayBackend``: one
+Ray actor per worker, i.e. per replica and tensor-parallel rank);
 :func:`run` trains ``train.steps`` steps on :func:`~hetray.pipeline.data.synthetic_batch`
 data and returns a :class:`~hetray.pipeline.report.RunReport`. A plan from the planner
 becomes a ``RunConfig`` in :mod:`hetray.planner.handoff`.
@@ -39,9 +39,8 @@ from hetray.accel.detect import CPU_MODEL
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.config import config_to_dict, limited
 from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
-from hetray.core.errors import ConfigError, StageFailedError
-from hetray.core.group import ActorGroup, WorkerInit
-from hetray.core.local_group import LocalActorGroup
+from hetray.core.errors import ConfigError
+from hetray.core.group import ActorGroup
 from hetray.core.storage import CheckpointLog, RunStorage, open_checkpoints
 from hetray.models.gpt_config import GPT_PRESETS, GPTConfig
 from hetray.pipeline.layout import Location, PipelineLayout, StageLayout, chunk_layer_ranges
@@ -52,8 +51,6 @@ from hetray.pipeline.schedules import Schedule, build_streams
 if TYPE_CHECKING:  # torch-backed; imported where a run starts, so configs load without torch
     from hetray.pipeline.driver import PipelineDriver
     from hetray.pipeline.stage import PipelineStage, StageGroupSpec
-    from hetray.pipeline.training import BarrierSumReducer
-    from hetray.pipeline.transport import InProcessNetwork
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +79,8 @@ class StageConfig:
         nodes: ``(dp_r,)`` node of each replica inside the cluster; empty: all on one node
             of their own, ``node<r>``.
         device_model: device model of each replica (``accel:<model>`` on Ray).
+        tp: tensor-parallel workers of each replica (Megatron splits inside the stage,
+            :mod:`hetray.pipeline.tensor_parallel`; must divide the model's heads and ffn).
     """
 
     layers: int = 0
@@ -89,11 +88,13 @@ class StageConfig:
     cluster: str = "local"
     nodes: tuple[str, ...] = ()
     device_model: str = CPU_MODEL
+    tp: int = limited("cluster_devices", 1)
 
     def __post_init__(self) -> None:
-        if self.layers < 0 or not self.shares or min(self.shares) < 1:
-            raise ConfigError("pipeline.stages", "layers/shares", (self.layers, self.shares),
-                              "layers >= 0 and at least one share, each >= 1")
+        if self.layers < 0 or not self.shares or min(self.shares) < 1 or self.tp < 1:
+            raise ConfigError("pipeline.stages", "layers/shares/tp",
+                              (self.layers, self.shares, self.tp),
+                              "layers >= 0, at least one share, each >= 1, tp >= 1")
         if self.nodes and len(self.nodes) != len(self.shares):
             raise ConfigError("pipeline.stages", "nodes", self.nodes,
                               f"empty or one node per replica ({len(self.shares)})")
@@ -102,7 +103,7 @@ class StageConfig:
         """This rank's :class:`StageLayout` given its chunks' layer ranges."""
         nodes = self.nodes or (f"node{rank}",) * len(self.shares)
         return StageLayout(rank=rank, chunk_layers=chunk_layers, row_shares=self.shares,
-                           locations=tuple(Location(self.cluster, n) for n in nodes))
+                           locations=tuple(Location(self.cluster, n) for n in nodes), tp=self.tp)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,6 +263,12 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         self.layout()  # raises ConfigError: layers that do not add up, unequal rows, ...
+        model = self.model
+        widths = [s.tp for s in self.pipeline.stages]
+        if any(model.heads % t or model.ffn % t for t in widths):
+            raise ConfigError("pipeline.stages", "tp", widths,
+                              f"divisors of the model's heads={model.heads} and "
+                              f"ffn={model.ffn} (Megatron splits heads and the MLP width)")
 
     def layout(self) -> PipelineLayout:
         """Where every layer and row of this run lives."""
@@ -290,71 +297,17 @@ class Backend(Protocol):
     """Where the stage replicas of a run live."""
 
     def stages(self, spec: StageGroupSpec) -> ActorGroup[PipelineStage]:
-        """Start one :class:`PipelineStage` per replica of ``spec.layout``, endpoint order.
+        """Start one :class:`PipelineStage` per worker of ``spec.layout``, in worker order.
 
         A failed worker raises :class:`~hetray.core.errors.StageFailedError`.
         """
-
-
-def stage_failure(spec: StageGroupSpec) -> Callable[[int, str], StageFailedError]:
-    """The group error of worker ``index``: the stage and replica it is."""
-    endpoints = spec.layout.endpoints()
-    return lambda index, cause: StageFailedError(endpoints[index].rank,
-                                                 endpoints[index].replica, cause)
-
-
-class LocalBackend:
-    """Stage replicas as objects in this process, each on its own thread (no Ray).
-
-    Each generation of the group (a restart after a failure) gets a fresh
-    :class:`InProcessNetwork` and fresh gradient reducers, so late messages of the failed
-    generation cannot reach the new one.
-    """
-
-    def stages(self, spec: StageGroupSpec) -> LocalActorGroup[PipelineStage]:
-        """Start the replicas of ``spec`` in this process."""
-        from hetray.pipeline.stage import PipelineStage
-
-        return LocalActorGroup(PipelineStage, _LocalWiring(spec),
-                               num_workers=len(spec.layout.endpoints()),
-                               on_failure=stage_failure(spec))
-
-
-class _LocalWiring:
-    """``(index, generation) -> WorkerInit`` of a local stage group.
-
-    One :class:`InProcessNetwork` and one set of reducers per generation.
-    """
-
-    def __init__(self, spec: StageGroupSpec) -> None:
-        self.spec = spec
-        self.endpoints = spec.layout.endpoints()
-        self._generation = -1
-        self._network: InProcessNetwork | None = None
-        self._reducers: list[BarrierSumReducer | None] = []
-
-    def __call__(self, index: int, generation: int) -> WorkerInit:
-        from hetray.pipeline.training import BarrierSumReducer
-        from hetray.pipeline.transport import InProcessNetwork
-
-        spec = self.spec
-        if self._network is None or generation != self._generation:
-            if self._network is not None:
-                self._network.close()  # the failed generation's emulated links
-            self._network = InProcessNetwork(spec.layout.link_class, spec.links,
-                                             spec.recv_timeout_s)
-            self._reducers = [BarrierSumReducer(s.dp, spec.recv_timeout_s) if s.dp > 1
-                              else None for s in spec.layout.stages]
-            self._generation = generation
-        endpoint = self.endpoints[index]
-        return WorkerInit.of(spec, endpoint, self._network.transport(endpoint),
-                             self._reducers[endpoint.rank])
 
 
 def start(config: RunConfig, backend: Backend | None = None,
           checkpoints: CheckpointLog | None = None) -> PipelineDriver:
     """A driver over the group ``backend`` (None: local) starts; ``checkpoints``: storage's."""
     from hetray.pipeline.driver import PipelineDriver
+    from hetray.pipeline.local import LocalBackend
 
     spec = config.group_spec()
     group = (backend or LocalBackend()).stages(spec)
@@ -373,7 +326,7 @@ def run(config: RunConfig, backend: Backend | None = None,
 
     Args:
         config: what to run.
-        backend: where the stages run (None: :class:`LocalBackend`).
+        backend: where the stages run (None: :class:`~hetray.pipeline.local.LocalBackend`).
         progress: called with each new step's report (observation only).
         storage: the run's location (:mod:`hetray.core.storage`): replicas checkpoint
             there every ``train.checkpoint_every`` steps (None: none outside the driver).

@@ -4,15 +4,17 @@ Symbols: ``p`` ranks, ``v`` chunks per rank, ``q = c*p + r`` virtual stage, ``S`
 length, ``D`` hidden size, ``N`` parameters of one replica.
 
 A :class:`PipelineStage` is what an :class:`~hetray.core.group.ActorGroup` of the pipeline
-holds, one per replica (endpoint order of :meth:`PipelineLayout.endpoints`). The driver
-calls its typed methods (``group.execute(PipelineStage.run_step, ...)``); the same class
-runs as an object in this process (:class:`hetray.pipeline.run.LocalBackend`, transports of
-one :class:`~hetray.pipeline.transport.InProcessNetwork`) and, subclassed for the Ray-only
-bits (peer handles, ``ray.util.collective``), as a Ray actor (``hetray.actors.pipeline``).
+holds, one per worker (order of :meth:`PipelineLayout.workers`: a replica, or one
+tensor-parallel rank of it). The driver calls its typed methods
+(``group.execute(PipelineStage.run_step, ...)``); the same class runs as an object in this
+process (:class:`hetray.pipeline.local.LocalBackend`, transports of one
+:class:`~hetray.pipeline.transport.InProcessNetwork`) and, subclassed for the Ray-only bits
+(peer handles, torch.distributed groups), as a Ray actor (``hetray.actors.pipeline``).
 
-Every replica builds only its own chunks (:class:`~hetray.models.gpt.GPTChunk`), from the
-per-part seeds of the full model, so all replicas start identical wherever they run and a
-stage's memory grows with its own layers, not the model's.
+Every worker builds only its own chunks (:class:`~hetray.models.gpt.GPTChunk`, or its
+tensor-parallel shard, :func:`~hetray.pipeline.tensor_parallel.tensor_parallel_chunk`), from
+the per-part seeds of the full model, so all replicas start identical wherever they run and
+a stage's memory grows with its own layers, not the model's.
 
 Example:
     >>> from hetray.pipeline.layout import make_layout
@@ -21,7 +23,8 @@ Example:
     >>> layout = make_layout(stage_layers=(2,), shares=((2,),), num_microbatches=1)
     >>> spec = StageGroupSpec(model=config, layout=layout, device_models=("CPU",))
     >>> net = InProcessNetwork(layout.link_class)
-    >>> stage = PipelineStage(spec, Endpoint(0, 0), net.transport(Endpoint(0, 0)), None)
+    >>> slot = WorkerSlot(Endpoint(0, 0))
+    >>> stage = PipelineStage(spec, slot, net.transport(slot.endpoint), None)
     >>> sorted(stage.named_parameters())[:2]
     ['blocks.0.attn.proj.bias', 'blocks.0.attn.proj.weight']
 """
@@ -44,10 +47,11 @@ from hetray.core.storage import RunStorage
 from hetray.models.gpt import GPTChunk
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.executor import StageWorker, WorkerStepStats
-from hetray.pipeline.layout import PipelineLayout
+from hetray.pipeline.layout import PipelineLayout, WorkerSlot
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.schedules import Op
+from hetray.pipeline.tensor_parallel import tensor_parallel_chunk
 from hetray.pipeline.training import GradReducer, ReplicaBatch
 from hetray.pipeline.transport import MailboxTransport
 
@@ -97,6 +101,19 @@ class StageGroupSpec:
                               "cpus_per_replica >= 0, num_threads >= 1, 0 < device_units <= 1")
 
 
+def _chunk(spec: StageGroupSpec, bounds: tuple[int, int], slot: WorkerSlot,
+           layout: PipelineLayout, tp_group: GradReducer | None) -> GPTChunk:
+    """Layers ``bounds`` of the model: whole, or this worker's tensor-parallel shard."""
+    tp = layout.stages[slot.endpoint.rank].tp
+    if tp == 1:
+        return GPTChunk(spec.model, *bounds, seed=spec.seed)
+    if tp_group is None:
+        raise ConfigError("PipelineStage", "tp_group", None,
+                          f"a GradReducer over the replica's {tp} tensor-parallel workers")
+    return tensor_parallel_chunk(spec.model, *bounds, spec.seed, rank=slot.tp_rank, tp=tp,
+                                 group=tp_group)
+
+
 @dataclass(frozen=True, slots=True)
 class StageInfo:
     """Where a stage replica runs (its :meth:`PipelineStage.ping` answer)."""
@@ -104,35 +121,40 @@ class StageInfo:
     endpoint: Endpoint
     node_id: str
     device: str
+    tp_rank: int = 0
 
 
 class PipelineStage:
-    """One replica of one pipeline rank, as a group worker.
+    """One worker of one pipeline rank (a replica or a tensor rank of one), as a group worker.
 
     Args:
         spec: the group's spec (model, layout, seed, optimizer).
-        endpoint: which rank and replica this is.
-        transport: its transport (bound to ``endpoint``).
-        reducer: sums gradients over the rank's replicas; None when the rank has one.
+        slot: which rank, replica and tensor-parallel rank this is.
+        transport: its transport (bound to ``slot.endpoint``; used by tensor rank 0 only).
+        reducer: sums gradients over the rank's replicas (of this tensor rank); None when
+            the rank has one replica.
+        tp_group: sums over the replica's tensor-parallel workers; None when it has one.
         device: where the chunks run (CPU if None).
         node_id: the node it runs on (``"local"`` in this process).
     """
 
-    def __init__(self, spec: StageGroupSpec, endpoint: Endpoint, transport: MailboxTransport,
-                 reducer: GradReducer | None, *, device: Device | None = None,
-                 node_id: str = "local") -> None:
+    def __init__(self, spec: StageGroupSpec, slot: WorkerSlot, transport: MailboxTransport,
+                 reducer: GradReducer | None, *, tp_group: GradReducer | None = None,
+                 device: Device | None = None, node_id: str = "local") -> None:
         layout = spec.layout
+        endpoint = slot.endpoint
         bounds = layout.layer_bounds()
         p, v = layout.num_ranks, layout.num_chunks
-        self.endpoint = endpoint
+        self.slot, self.endpoint = slot, endpoint
         self.transport = transport
         self.node_id = node_id
         self.device = device or Device.cpu()
         self.worker = StageWorker(
-            layout=layout, endpoint=endpoint,
-            chunks=[GPTChunk(spec.model, *bounds[c * p + endpoint.rank], seed=spec.seed)
+            layout=layout, slot=slot,
+            chunks=[_chunk(spec, bounds[c * p + endpoint.rank], slot, layout, tp_group)
                     for c in range(v)],
-            optimizer=spec.optimizer, transport=transport, reducer=reducer, device=self.device)
+            optimizer=spec.optimizer, transport=transport, reducer=reducer,
+            tp_group=tp_group, device=self.device)
         self._last: WorkerStepStats | None = None
         self._bytes_sent: dict[LinkClass, int] = {}
 
@@ -197,9 +219,17 @@ class PipelineStage:
         """Emulated link seconds charged to this replica's sends so far."""
         return self.transport.link_delay_s()
 
+    def delivery_s(self) -> dict[LinkClass, list[float]]:
+        """Measured delivery seconds of messages that reached this worker since the last call.
+
+        Per link class (:class:`~hetray.pipeline.transport.DeliveryLog`).
+        """
+        return self.transport.deliveries.drain()
+
     def ping(self) -> StageInfo:
         """Health check: where this replica runs."""
-        return StageInfo(self.endpoint, self.node_id, str(self.device.torch_device))
+        return StageInfo(self.endpoint, self.node_id, str(self.device.torch_device),
+                         self.slot.tp_rank)
 
     def shutdown(self) -> None:
         """Stop the emulated links (pending transfers still land)."""

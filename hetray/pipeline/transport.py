@@ -18,7 +18,9 @@ does that on delivery, off the compute thread, for every transport.
 per link class, sends links whose class has a ``LinkSpec`` through a
 :class:`~hetray.comm.link_emulation.LinkEmulator` (one per class and destination rank) and
 delivers in its done-callback; the Ray transport (``hetray.actors.pipeline``) only adds the
-delivery between processes.
+delivery between processes. Every message carries a :class:`Stamp` (its link class and the
+sender's wall clock at send), so the receiver logs its *measured* delivery seconds (link,
+queueing, Ray and thread wake-ups together; :class:`DeliveryLog`, one host's clock).
 
 Example:
     >>> net = InProcessNetwork(lambda src, dst: LinkClass.INTRA_NODE)
@@ -131,6 +133,33 @@ class LinkCounters:
         """Bytes per link class so far."""
         with self._lock:
             return dict(self._bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Stamp:
+    """What a message says about its trip: the link class it crossed, wall time at send."""
+
+    link: LinkClass
+    sent_at: float
+
+
+class DeliveryLog:
+    """Thread-safe measured delivery seconds (send to mailbox) per :class:`LinkClass`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seconds: dict[LinkClass, list[float]] = {}
+
+    def add(self, stamp: Stamp) -> None:
+        """Log the delivery of a message stamped ``stamp`` (landing now)."""
+        with self._lock:
+            self._seconds.setdefault(stamp.link, []).append(time.time() - stamp.sent_at)
+
+    def drain(self) -> dict[LinkClass, list[float]]:
+        """The seconds logged since the last drain, per link class."""
+        with self._lock:
+            out, self._seconds = self._seconds, {}
+        return out
 
 
 class Mailbox:
@@ -271,6 +300,7 @@ class MailboxTransport(abc.ABC):
         self.endpoint = endpoint
         self.link_of = link_of
         self.counters = LinkCounters()
+        self.deliveries = DeliveryLog()
         self._mailbox = Mailbox(endpoint, timeout_s)
         self._links = dict(links)
         self._emulators: dict[tuple[LinkClass, int], LinkEmulator] = {}
@@ -286,12 +316,15 @@ class MailboxTransport(abc.ABC):
         link = self.link_of(self.endpoint, dst)
         num_bytes = tensor.numel() * tensor.element_size()
         self.counters.add(link, num_bytes)
+        stamp = Stamp(link, time.time())
         after_link(self._emulator(link, dst), num_bytes,
-                   lambda: self._post(dst, key, tensor, forwards))
+                   lambda: self._post(dst, key, tensor, forwards, stamp))
 
-    def deliver(self, key: MessageKey, tensor: torch.Tensor,
-                forwards: tuple[Forward, ...]) -> None:
-        """Called when a message lands here: forward gateway pieces, store the rest."""
+    def deliver(self, key: MessageKey, tensor: torch.Tensor, forwards: tuple[Forward, ...],
+                stamp: Stamp | None = None) -> None:
+        """Called when a message lands here: log its trip, forward gateway pieces, store."""
+        if stamp is not None:
+            self.deliveries.add(stamp)
         accept(key, tensor, forwards, self._mailbox,
                lambda dst, fkey, piece: self.send(dst, fkey, piece))
 
@@ -328,7 +361,7 @@ class MailboxTransport(abc.ABC):
 
     @abc.abstractmethod
     def _post(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
-              forwards: tuple[Forward, ...]) -> None:
+              forwards: tuple[Forward, ...], stamp: Stamp) -> None:
         """Put the message into ``dst``'s mailbox (it crossed its link already)."""
 
     def _emulator(self, link: LinkClass, dst: Endpoint) -> LinkEmulator | None:
@@ -352,5 +385,5 @@ class InProcessTransport(MailboxTransport):
         self.network = network
 
     def _post(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
-              forwards: tuple[Forward, ...]) -> None:
-        self.network.transport(dst).deliver(key, tensor, forwards)
+              forwards: tuple[Forward, ...], stamp: Stamp) -> None:
+        self.network.transport(dst).deliver(key, tensor, forwards, stamp)

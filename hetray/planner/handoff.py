@@ -10,10 +10,12 @@ Plan`; :func:`pipeline_config` turns it (and the cluster spec it was made for) i
 ==========================  =============================================================
 plan / spec                 pipeline run config
 ==========================  =============================================================
-stage layers, dp, devices   ``pipeline.stages``: layers, row shares per replica (the
-                            planner's layout rule, :func:`~hetray.planner.layout.
-                            layout_from_plan`), cluster, node of each replica, device model
+stage layers, dp, tp,       ``pipeline.stages``: layers, row shares per replica (the
+devices                     planner's layout rule, :func:`~hetray.planner.layout.
+                            layout_from_plan`), cluster, node of each replica, device
+                            model, tensor-parallel workers per replica
 schedule, ``m``, ``v``      ``pipeline.schedule``, ``num_microbatches``, ``num_chunks``
+ZeRO-1 (``zero``)           ``train.optimizer.zero`` (recomputation is costed, not run)
 slowest hop between stages  ``pipeline.links``: the cross-cluster link to emulate
 cost model + that link      ``pipeline.extra_warmup`` (virtual-1F1B: hide the round trip)
 ==========================  =============================================================
@@ -177,13 +179,14 @@ def plan_stages(plan: Plan, spec: ClusterSpec | None, num_layers: int
         validate_structure(plan, num_layers)
         return tuple(StageConfig(layers=s.num_layers, shares=(plan.microbatch_size // s.dp,)
                                  * s.dp, cluster=s.devices.cluster,
-                                 device_model=s.devices.device_model) for s in plan.stages)
+                                 device_model=s.devices.device_model, tp=s.tp)
+                     for s in plan.stages)
     validate_plan(plan, spec, num_layers)
     layout = layout_from_plan(plan, spec)
     return tuple(StageConfig(layers=s.num_layers, shares=rank.row_shares,
                              cluster=s.devices.cluster,
                              nodes=tuple(loc.node for loc in rank.locations),
-                             device_model=s.devices.device_model)
+                             device_model=s.devices.device_model, tp=s.tp)
                  for s, rank in zip(plan.stages, layout.stages, strict=True))
 
 
@@ -248,7 +251,9 @@ def pipeline_config(plan: Plan, spec: ClusterSpec | None, base: RunConfig) -> Ru
         num_chunks=plan.num_chunks, stages=plan_stages(plan, spec, base.model.num_layers),
         links=emulated_links(plan, spec),
         extra_warmup=auto_extra_warmup(plan, spec, model_spec(base)))
-    return dataclasses.replace(base, pipeline=pipeline)
+    optimizer = dataclasses.replace(base.train.optimizer, zero=plan.zero)
+    return dataclasses.replace(base, pipeline=pipeline,
+                               train=dataclasses.replace(base.train, optimizer=optimizer))
 
 
 def step_records(plan: Plan, spec: ClusterSpec, config: RunConfig,
@@ -290,12 +295,13 @@ def predicted_vs_measured(plan: Plan, spec: ClusterSpec, config: RunConfig,
 def on_local_devices(config: RunConfig, num_cpus: int) -> RunConfig:
     """``config`` with every replica on this machine's CPUs (a plan run scaled down).
 
-    Clusters, nodes, row shares and emulated links stay as the plan and spec made them; each
-    replica asks for ``accel:CPU`` and a share of ``num_cpus`` small enough that all fit.
+    Clusters, nodes, row shares, tensor parallelism and emulated links stay as the plan and
+    spec made them; each worker (a replica's tensor rank) asks for ``accel:CPU`` and a share
+    of ``num_cpus`` small enough that all fit.
     """
     stages = tuple(dataclasses.replace(s, device_model=CPU_MODEL)
                    for s in config.pipeline.stages)
-    replicas = sum(len(s.shares) for s in stages)
+    replicas = sum(len(s.shares) * s.tp for s in stages)
     resources = dataclasses.replace(
         config.resources,
         cpus_per_replica=min(config.resources.cpus_per_replica, num_cpus / replicas),

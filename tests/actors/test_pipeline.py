@@ -2,13 +2,17 @@
 
 The reference is the unsplit model in one process (same seed, same optimizer); tolerance
 1e-5 in fp32. The in-process backend covers every schedule; here one schedule plus one
-resharding case (dp 2 -> dp 1 with a gloo all-reduce and a cross-cluster gateway hop) run
-through the run API's driver on the Ray backend: actors, Ray object transport and
-``ray.util.collective``.
+resharding case run through the run API's driver on the Ray backend (actors, Ray object
+transport, torch.distributed gloo groups): stage 0 is dp 2 with ZeRO-1 (a gloo gradient
+all-reduce, then the shards' all-gather), stage 1 one replica of tp = 2 (two actors doing
+the split matmuls and their all-reduces), joined by a cross-cluster gateway hop. The slow
+cell puts workers in a tp and a dp group at once (pp 2 x tp 2 x dp 2, Adam, ZeRO-1), Adam
+checked to the eps bound of ``tests/unit/pipeline/test_zero_tp.py``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -31,6 +35,7 @@ from hetray.pipeline.run import (
     start,
 )
 from hetray.pipeline.schedules import Schedule
+from hetray.pipeline.stage import PipelineStage
 
 CONFIG = GPTConfig(num_layers=4, hidden=32, heads=2, seq_len=16, vocab=64, ffn=64)
 SGD = OptimizerConfig(kind=OptimizerKind.SGD, lr=0.5, momentum=0.9)
@@ -46,13 +51,14 @@ def _batch(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _config(schedule: Schedule, shares: tuple[tuple[int, ...], ...], *, num_chunks: int = 1,
             clusters: tuple[str, ...] = ("local", "local"),
-            links: tuple[EmulatedLink, ...] = ()) -> RunConfig:
-    stages = tuple(StageConfig(layers=2, shares=s, cluster=c)
-                   for s, c in zip(shares, clusters, strict=True))
+            links: tuple[EmulatedLink, ...] = (), tp: tuple[int, ...] = (1, 1),
+            optimizer: OptimizerConfig = SGD) -> RunConfig:
+    stages = tuple(StageConfig(layers=2, shares=s, cluster=c, tp=t)
+                   for s, c, t in zip(shares, clusters, tp, strict=True))
     return RunConfig(model=CONFIG,
                      pipeline=PipelineConfig(schedule=schedule, num_microbatches=4,
                                              num_chunks=num_chunks, stages=stages, links=links),
-                     train=TrainConfig(seed=SEED, optimizer=SGD),
+                     train=TrainConfig(seed=SEED, optimizer=optimizer),
                      resources=ResourceConfig(cpus_per_replica=0.5, recv_timeout_s=60.0))
 
 
@@ -64,10 +70,10 @@ def _assert_same(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
 
 CASES = {
     "interleaved-v2": _config(Schedule.INTERLEAVED, ((4,), (4,)), num_chunks=2),
-    "dp2-to-dp1-cross-cluster": _config(
-        Schedule.ONE_F_ONE_B, ((3, 1), (4,)), clusters=("a", "b"),
+    "zero1-dp2-to-tp2-cross-cluster": _config(
+        Schedule.ONE_F_ONE_B, ((3, 1), (4,)), clusters=("a", "b"), tp=(1, 2),
         links=(EmulatedLink(link_class=LinkClass.CROSS_CLUSTER, latency_s=2e-3,
-                            gbit_per_s=0.8),)),
+                            gbit_per_s=0.8),), optimizer=dataclasses.replace(SGD, zero=True)),
 }
 
 
@@ -86,6 +92,34 @@ def test_actor_pipeline_equals_single_process_training(ray_shared, name):
         if name.endswith("cross-cluster"):
             assert report.bytes_by_link[LinkClass.CROSS_CLUSTER] > 0
             assert driver.link_delay_s() > 0
+        if "tp2" in name:  # two actors hold half of stage 1's heads each
+            assert [i.tp_rank for i in driver.stage_info()] == [0, 0, 0, 1]
+            shard = driver.group.execute_single(3, PipelineStage.named_parameters)
+            assert tuple(shard["blocks.2.attn.qkv.weight"].shape) == (3 * CONFIG.hidden // 2,
+                                                                      CONFIG.hidden)
+
+
+@pytest.mark.slow
+def test_pp2_tp2_dp2_zero1_adam_actors_equal_single_process(ray_shared):
+    """Six actors; stage 1's workers are each in a tp group and a dp (ZeRO-1) group."""
+    adam = OptimizerConfig(kind=OptimizerKind.ADAM, lr=1e-2)
+    config = _config(Schedule.ONE_F_ONE_B, ((4,), (2, 2)), tp=(2, 2),
+                     optimizer=dataclasses.replace(adam, zero=True))
+    reference = ReferenceTrainer(CONFIG, seed=SEED, optimizer=adam)
+    with start(config, RayBackend()) as driver:
+        assert len(driver.endpoints) == 6
+        tokens, targets = _batch(driver.layout.global_batch, seed=0)
+        report = driver.step(tokens, targets)
+        expected = reference.step(tokens, targets)
+        assert report.loss == pytest.approx(expected.loss, abs=1e-5)
+        grads = driver.named_gradients(replica=1)
+        _assert_same(grads, expected.grads)
+        delta = max((grads[n] - g).abs().max().item() for n, g in expected.grads.items())
+        bound = {n: adam.lr * adam.eps * delta / (g.abs() + adam.eps) ** 2 + 1e-6
+                 for n, g in expected.grads.items()}  # Adam's eps bound (module docstring)
+        got = driver.named_parameters()
+        for name, value in reference.model.named_parameters():
+            assert ((got[name] - value.detach()).abs() - bound[name]).max() <= 0, name
 
 
 def test_killed_stage_actor_fails_the_step_and_the_next_step_resumes(ray_shared):

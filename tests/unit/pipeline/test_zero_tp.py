@@ -15,6 +15,7 @@ import threading
 import pytest
 import torch
 
+from hetray.core.errors import ConfigError
 from hetray.models.gpt import token_loss_sum
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
@@ -180,3 +181,36 @@ def test_shards_are_real_column_and_row_splits():
     assert tuple(chunk.blocks[0].attn.qkv.weight.shape) == (3 * CONFIG.hidden // 2, CONFIG.hidden)
     assert tuple(getattr(chunk.blocks[0].mlp, "2").weight.shape) == (CONFIG.hidden,
                                                                      CONFIG.ffn // 2)
+
+
+def test_tp2_stages_with_zero1_dp2_in_the_run_api_equal_single_process():
+    """pp 2: stage 0 one tp = 2 replica, stage 1 dp 2 x tp 2 (each worker in a tp and a dp
+    group, ZeRO-1); the in-process twin of the Ray actors' slow cell, with SGD."""
+    stages = (StageConfig(layers=1, shares=(4,), tp=2), StageConfig(layers=1, shares=(2, 2), tp=2))
+    config = RunConfig(model=CONFIG, pipeline=PipelineConfig(
+        schedule=Schedule.ONE_F_ONE_B, num_microbatches=2, num_chunks=1, stages=stages, links=()),
+        train=TrainConfig(seed=3, optimizer=OptimizerConfig(kind=SGD.kind, lr=SGD.lr,
+                                                            momentum=SGD.momentum, zero=True),
+                          keep_state=False))
+    reference = ReferenceTrainer(CONFIG, seed=3, optimizer=SGD)
+    with start(config) as pipe:
+        assert len(pipe.endpoints) == 6
+        for step in range(2):
+            tokens, targets = _batch(pipe.layout.global_batch, seed=step)
+            report = pipe.step(tokens, targets)
+            expected = reference.step(tokens, targets)
+            assert report.loss == pytest.approx(expected.loss, abs=1e-5)
+            for replica in (0, 1):
+                grads = pipe.named_gradients(replica)
+                for name, value in expected.grads.items():
+                    torch.testing.assert_close(grads[name], value, **TOL, msg=name)
+        params = pipe.named_parameters()
+        for name, value in reference.model.named_parameters():
+            torch.testing.assert_close(params[name], value.detach(), **TOL, msg=name)
+
+
+def test_tp_that_does_not_divide_the_heads_is_a_config_error():
+    pipeline = PipelineConfig(schedule=Schedule.ONE_F_ONE_B, num_microbatches=1, num_chunks=1,
+                              stages=(StageConfig(layers=2, shares=(2,), tp=3),), links=())
+    with pytest.raises(ConfigError, match="heads=2"):
+        RunConfig(model=CONFIG, pipeline=pipeline)
