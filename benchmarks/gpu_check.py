@@ -11,13 +11,18 @@ Sections (``--sections``, all by default):
   ``benchmarks/heta.py``) on the GPU and on the CPU, interleaved: median epoch time after the
   first epoch of each, ``heta.epoch_speedup_vs_cpu`` and both test accuracies; then a float64
   exactness cell (4 steps on both devices) giving ``heta.max_abs_param_diff``.
+* ``pipeline``: a 2-stage 1F1B GPT pipeline with both stage workers in this process on one
+  GPU (each on its own CUDA stream; activations hop through host memory as between actors)
+  against the same pipeline on the CPU: ``pipeline.tokens_per_s_device`` / ``_cpu`` and
+  their ratio; and one step's gradients against the unsplit model on the same device
+  (``pipeline.max_abs_grad_diff``, fp32).
 * ``profile``: ``hetray profile``'s transformer-layer grid timed on the device (CUDA events,
   ``--precision``, bf16 by default on a GPU), the random forest's held-out MAPE
   (``profile.rf_mape_pct``) against the analytical model's, and the measurements written
   beside the JSON (``gpu_profile.json``) for ``hetray plan --measurements``.
 
-The MSPipe (trainer actor on the GPU) and stage-actor (NCCL) sections of issue 25 arrive with
-those device paths; until then their keys are absent, not faked.
+The MSPipe section (its trainer on the GPU) arrives with that device path; until then its keys
+are absent, not faked.
 
 Usage::
 
@@ -50,6 +55,15 @@ from hetray.heta.collective import CollectiveHub
 from hetray.heta.config import HolderConfig, Mode, ModelConfig, RunConfig, TrainConfig
 from hetray.heta.holder import HolderCore
 from hetray.heta.run import RunReport, run
+from hetray.models.gpt_config import GPTConfig
+from hetray.pipeline.data import synthetic_batch
+from hetray.pipeline.reference import ReferenceTrainer
+from hetray.pipeline.run import PipelineConfig, ResourceConfig, StageConfig
+from hetray.pipeline.run import RunConfig as PipelineRunConfig
+from hetray.pipeline.run import TrainConfig as PipelineTrainConfig
+from hetray.pipeline.run import run as run_pipeline
+from hetray.pipeline.run import start as start_pipeline
+from hetray.pipeline.schedules import Schedule
 from hetray.planner.measurements import save_measurements
 from hetray.planner.profile import ProfileConfig, run_profile
 from hetray.planner.rf_model import fit_with_holdout
@@ -69,6 +83,8 @@ class Sizes:
         heta_edges: synthetic mag edges.
         heta_epochs: epochs per device (the first is dropped from the median).
         heta_repeats: interleaved runs per device.
+        pipeline_model: (layers, hidden, heads, sequence length, vocabulary) of the GPT.
+        pipeline_steps: training steps per device (the first is dropped from the median).
         profile_grid: (micro-batches, sequence lengths, hidden sizes) of the layer grid.
         profile_repeats: timed passes per grid point.
     """
@@ -76,14 +92,18 @@ class Sizes:
     heta_edges: int
     heta_epochs: int
     heta_repeats: int
+    pipeline_model: tuple[int, int, int, int, int]
+    pipeline_steps: int
     profile_grid: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
     profile_repeats: int
 
 
 FULL = Sizes(heta_edges=2_000_000, heta_epochs=4, heta_repeats=2,
+             pipeline_model=(8, 1024, 16, 512, 8192), pipeline_steps=6,
              profile_grid=((1, 2, 4, 8), (128, 256, 512, 1024), (256, 512, 1024, 2048)),
              profile_repeats=10)
 TINY = Sizes(heta_edges=10_000, heta_epochs=2, heta_repeats=1,
+             pipeline_model=(2, 16, 2, 8, 32), pipeline_steps=2,
              profile_grid=((1, 2), (16,), (32, 64)), profile_repeats=2)
 
 
@@ -134,6 +154,40 @@ def _holder_params(hg: HeteroGraph, train: TrainConfig) -> dict[str, torch.Tenso
     return {k: v.cpu() for k, v in core.parameters().items()}
 
 
+def pipeline_config(sizes: Sizes, device: DeviceChoice) -> PipelineRunConfig:
+    """Two stages of half the layers each, 8 micro-batches of 2 sequences, 1F1B, Adam."""
+    layers, hidden, heads, seq_len, vocab = sizes.pipeline_model
+    model = GPTConfig(num_layers=layers, hidden=hidden, heads=heads, seq_len=seq_len,
+                      vocab=vocab, ffn=4 * hidden)
+    stages = tuple(StageConfig(layers=layers // 2, shares=(2,)) for _ in range(2))
+    return PipelineRunConfig(
+        model=model, pipeline=PipelineConfig(schedule=Schedule.ONE_F_ONE_B, num_microbatches=8,
+                                             num_chunks=1, stages=stages, links=()),
+        train=PipelineTrainConfig(steps=sizes.pipeline_steps, keep_state=False),
+        resources=ResourceConfig(device=device))
+
+
+def pipeline_section(device: DeviceChoice, sizes: Sizes) -> dict[str, object]:
+    """Tokens/s of the 2-stage pipeline on ``device`` vs the CPU; gradients vs one process."""
+    rates = {side: run_pipeline(pipeline_config(sizes, choice)).tokens_per_s
+             for side, choice in (("cpu", DeviceChoice.CPU), ("device", device))}
+    config = pipeline_config(sizes, device)
+    tokens, targets = synthetic_batch(config.model, config.global_batch, 0, config.train.seed)
+    with start_pipeline(config) as driver:
+        driver.step(tokens, targets)
+        grads = driver.named_gradients()
+    torch_device = resolve_device(device, "--device")
+    reference = ReferenceTrainer(config.model, seed=config.train.seed,
+                                 optimizer=config.train.optimizer)
+    reference.model.to(torch_device)
+    expected = reference.step(tokens.to(torch_device), targets.to(torch_device)).grads
+    diff = max(float((grads[name] - expected[name].cpu()).abs().max()) for name in expected)
+    return {"model": dict(zip(("layers", "hidden", "heads", "seq_len", "vocab"),
+                              sizes.pipeline_model, strict=True)),
+            "tokens_per_s_cpu": rates["cpu"], "tokens_per_s_device": rates["device"],
+            "speedup_vs_cpu": rates["device"] / rates["cpu"], "max_abs_grad_diff": diff}
+
+
 def profile_section(device: DeviceChoice, precision: Precision, sizes: Sizes,
                     out: Path) -> dict[str, object]:
     """The layer grid on ``device``; the forest's held-out MAPE; measurements beside ``out``."""
@@ -162,6 +216,7 @@ def device_summary(device: DeviceChoice) -> dict[str, object]:
 
 SECTIONS: dict[str, Callable[[argparse.Namespace, Sizes], dict[str, object]]] = {
     "heta": lambda a, s: heta_section(a.device, a.precision, s),
+    "pipeline": lambda a, s: pipeline_section(a.device, s),
     "profile": lambda a, s: profile_section(a.device, a.precision, s, a.out),
 }
 

@@ -160,8 +160,37 @@ class Device:
             yield timing
             timing.elapsed_s = time.perf_counter() - begin
 
+    def side_stream(self) -> DeviceStream:
+        """A stream of its own for one worker's queued work (a no-op context on the CPU)."""
+        return DeviceStream(torch.cuda.Stream(self._torch_device) if self.is_accelerator
+                            else None)
+
     def __repr__(self) -> str:
         return f"Device({self._torch_device}, model={self.spec.model!r})"
+
+
+class DeviceStream:
+    """``with stream: ...`` queues the block's device work on one stream (CUDA only).
+
+    Workers sharing a GPU from threads of one process each run on their own stream, so one
+    worker's kernels can overlap another's copies; anything handed to another thread must be
+    synchronised first (:meth:`Device.synchronize` or a host copy).
+    """
+
+    def __init__(self, stream: torch.cuda.Stream | None) -> None:
+        self._stream = stream
+        self._context: torch.cuda.StreamContext | None = None
+
+    def __enter__(self) -> DeviceStream:
+        if self._stream is not None:
+            self._context = torch.cuda.stream(self._stream)
+            self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._context is not None:
+            self._context.__exit__(*exc)
+            self._context = None
 
 
 def _process_rss_bytes() -> int:

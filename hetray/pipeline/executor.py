@@ -134,8 +134,10 @@ class StageWorker:
                               "a GradReducer for a rank with several replicas and one for a "
                               "replica with several tensor-parallel workers")
         self.layout, self.endpoint, self.slot = layout, endpoint, slot
-        self.tp_group = tp_group
         self.device = device or Device.cpu()
+        self.stream = self.device.side_stream()
+        reducer, tp_group = (synced(r, self.device) for r in (reducer, tp_group))
+        self.tp_group = tp_group
         self.chunks = [self.device.place(chunk) for chunk in chunks]
         self.params = [p for chunk in self.chunks for p in chunk.parameters()]
         self.optimizer = build_optimizer(optimizer, self.params, reducer, endpoint.replica,
@@ -159,12 +161,14 @@ class StageWorker:
         self.optimizer.zero_grad(set_to_none=True)
         t0 = time.perf_counter()
         timings = []
-        for op in stream:
-            start = time.perf_counter() - t0
-            self._handlers[op.kind](op, state)
-            timings.append(OpTiming(op, start, time.perf_counter() - t0))
-        self._reduce_gradients()
-        self.optimizer.step()
+        with self.stream:  # this worker's own CUDA stream (nothing on the CPU)
+            for op in stream:
+                start = time.perf_counter() - t0
+                self._handlers[op.kind](op, state)
+                timings.append(OpTiming(op, start, time.perf_counter() - t0))
+            self._reduce_gradients()
+            self.optimizer.step()
+            self.device.synchronize()  # the step's time includes its queued device work
         after = self.transport.counters.snapshot()
         counted, self._bytes_counted = self._bytes_counted, after
         return WorkerStepStats(
@@ -288,6 +292,32 @@ class StageWorker:
         for chunk, chunk_state in zip(self.chunks, state["chunks"], strict=True):
             chunk.load_state_dict(chunk_state)
         self.optimizer.load_state_dict(state["optimizer"])
+
+
+class DeviceSyncedReducer:
+    """A :class:`GradReducer` whose members' device work is finished around every sum.
+
+    In-process reducers sum tensors that threads queued on their own CUDA streams; waiting
+    for the device before the sum (inputs ready) and after it (the summing thread's result
+    ready) keeps every member reading finished values.
+    """
+
+    def __init__(self, inner: GradReducer, device: Device) -> None:
+        self.inner, self.device = inner, device
+
+    def allreduce(self, flat: torch.Tensor, replica: int) -> torch.Tensor:
+        """The inner sum of ``flat`` float ``(N,)``, with the device synchronised around it."""
+        self.device.synchronize()
+        total = self.inner.allreduce(flat, replica)
+        self.device.synchronize()
+        return total
+
+
+def synced(reducer: GradReducer | None, device: Device) -> GradReducer | None:
+    """``reducer`` as it is on the CPU; wrapped in device synchronisation on an accelerator."""
+    if reducer is None or not device.is_accelerator or isinstance(reducer, DeviceSyncedReducer):
+        return reducer
+    return DeviceSyncedReducer(reducer, device)
 
 
 def _need(tensor: torch.Tensor | None, what: str, endpoint: Endpoint) -> torch.Tensor:

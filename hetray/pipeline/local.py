@@ -28,6 +28,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from hetray.accel.device import Device
+from hetray.accel.precision import resolve_device
 from hetray.core.errors import StageFailedError
 from hetray.core.group import WorkerInit
 from hetray.core.local_group import LocalActorGroup
@@ -62,6 +64,9 @@ class _LocalWiring:
     def __init__(self, spec: StageGroupSpec) -> None:
         self.spec = spec
         self.workers = spec.layout.workers()
+        torch_device = resolve_device(spec.device, "resources")
+        self._device = (Device.cuda(torch_device.index or 0) if torch_device.type == "cuda"
+                        else Device.cpu())
         self._generation = -1
         self._network: InProcessNetwork | None = None
         self._reducers: dict[tuple[GroupKind, int], BarrierSumReducer] = {}
@@ -88,4 +93,5 @@ class _LocalWiring:
                      else InProcessTransport(network, slot.endpoint))
         return WorkerInit.of(self.spec, slot, transport,
                              self._reducers.get((GroupKind.DP, index)),
-                             tp_group=self._reducers.get((GroupKind.TP, index)))
+                             tp_group=self._reducers.get((GroupKind.TP, index)),
+                             device=self._device)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from hetray.accel.detect import CPU_MODEL
+from hetray.accel.specs import DeviceChoice
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.config import config_to_dict, limited
 from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
@@ -232,6 +233,9 @@ class ResourceConfig:
         recv_timeout_s: how long a replica waits for a message before it fails.
         placement_timeout_s: how long to wait for the bundles (None:
             ``$HETRAY_PLACEMENT_TIMEOUT_S`` or 60 s).
+        device: where in-process stage workers compute (the local backend; ``cuda``: all
+            on this process's GPU, each on its own stream). Ray workers use the GPU their
+            bundle holds.
     """
 
     cpus_per_replica: float = 0.5
@@ -239,6 +243,7 @@ class ResourceConfig:
     num_threads: int = 1
     recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S
     placement_timeout_s: float | None = None
+    device: DeviceChoice = DeviceChoice.CPU
 
     def __post_init__(self) -> None:
         if self.recv_timeout_s <= 0:
@@ -290,7 +295,8 @@ class RunConfig:
             links=self.pipeline.link_specs(), seed=self.train.seed,
             optimizer=self.train.optimizer, cpus_per_replica=res.cpus_per_replica,
             device_units=res.device_units, num_threads=res.num_threads,
-            recv_timeout_s=res.recv_timeout_s, placement_timeout_s=res.placement_timeout_s)
+            recv_timeout_s=res.recv_timeout_s, placement_timeout_s=res.placement_timeout_s,
+            device=res.device)
 
 
 class Backend(Protocol):

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from hetray.accel.device import Device
+from hetray.accel.specs import DeviceChoice
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
 from hetray.core.errors import ConfigError
@@ -46,7 +47,7 @@ from hetray.core.metrics import MetricSample
 from hetray.core.storage import RunStorage
 from hetray.models.gpt import GPTChunk
 from hetray.models.gpt_config import GPTConfig
-from hetray.pipeline.executor import StageWorker, WorkerStepStats
+from hetray.pipeline.executor import StageWorker, WorkerStepStats, synced
 from hetray.pipeline.layout import PipelineLayout, WorkerSlot
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.reshard import Endpoint
@@ -76,6 +77,9 @@ class StageGroupSpec:
         recv_timeout_s: how long a replica waits for a message.
         placement_timeout_s: how long to wait for the bundles (Ray; None:
             ``$HETRAY_PLACEMENT_TIMEOUT_S`` or 60 s).
+        device: where in-process workers compute (the local backend; ``cuda``: all on this
+            process's GPU, each on its own stream). Ray workers use the GPU their bundle
+            holds, if any.
     """
 
     model: GPTConfig
@@ -89,6 +93,7 @@ class StageGroupSpec:
     num_threads: int = 1
     recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S
     placement_timeout_s: float | None = None
+    device: DeviceChoice = DeviceChoice.CPU
 
     def __post_init__(self) -> None:
         if len(self.device_models) != self.layout.num_ranks:
@@ -149,6 +154,7 @@ class PipelineStage:
         self.transport = transport
         self.node_id = node_id
         self.device = device or Device.cpu()
+        tp_group = synced(tp_group, self.device)  # its chunk's sums cross threads' streams
         self.worker = StageWorker(
             layout=layout, slot=slot,
             chunks=[_chunk(spec, bounds[c * p + endpoint.rank], slot, layout, tp_group)

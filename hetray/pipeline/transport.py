@@ -356,8 +356,12 @@ class MailboxTransport(abc.ABC):
             emulator.close()
 
     def _outgoing(self, tensor: torch.Tensor) -> torch.Tensor:
-        """What is shipped for ``tensor`` (detached; subclasses may copy it)."""
-        return tensor.detach()
+        """What is shipped for ``tensor``: detached, on the host (subclasses may copy it).
+
+        A device tensor is copied to the host once its producer's queued work is done, so a
+        receiver on another thread (and CUDA stream) reads finished values.
+        """
+        return tensor.detach().cpu()
 
     @abc.abstractmethod
     def _post(self, dst: Endpoint, key: MessageKey, tensor: torch.Tensor,
