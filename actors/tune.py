@@ -19,6 +19,7 @@ mspipe       ``[{CPU: cpus}]``, plus ``{CPU: (2 + shards) actor_cpus}`` for    -
 theory       ``[{CPU: cpus}]``                                                 1 worker
 incremental  ``[{CPU: cpus}]``                                                 1 learner
 pres         ``[{CPU: cpus}]`` (sequential runs in the trial process)          --
+vcs          ``[{CPU: cpus}]`` (sequential runs in the trial process)          --
 ===========  ================================================================  =========
 
 ``cpus`` and ``accel`` come from the grid's ``resources`` section (``accel: A100`` adds
@@ -102,6 +103,7 @@ RAY_BACKENDS: dict[str, str] = {
     "incremental": "hetray.actors.incremental:RayBackend",
     "generate": "hetray.actors.generate:RayBackend",
     "pres": "hetray.actors.mspipe:RayBackend",  # unused: PRES trials run sequentially
+    "vcs": "hetray.actors.mspipe:RayBackend",  # unused: VCS trials run sequentially
 }
 
 

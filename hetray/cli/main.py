@@ -35,6 +35,7 @@ F = TypeVar("F", bound=Callable[..., Any])
                  "finance": ("hetray.cli.finance:finance", "MTRGL pair trading on price data."),
                  "generate": ("hetray.cli.generate:generate", "Graph generation: GDSS vs SBGD."),
                  "latency": ("hetray.cli.latency:latency", "CDMPP tensor-program latency."),
+                 "eval": ("hetray.cli.eval:eval_group", "Re-evaluate finished runs (VCS)."),
              })
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),

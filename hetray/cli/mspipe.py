@@ -53,6 +53,7 @@ from hetray.temporal.model_config import ModelKind
 from hetray.temporal.pres_config import MAX_COMPONENTS, GammaRule
 from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.synthetic import SyntheticConfig
+from hetray.temporal.vca_config import MAX_HISTORY, MAX_WINDOWS
 
 if TYPE_CHECKING:  # the run API imports torch: loaded once the flags and the data are good
     from hetray.mspipe.run import Backend
@@ -69,6 +70,7 @@ Examples:
   hetray train mspipe --no-checkpoints     # a dead memory shard then ends the run
   hetray train mspipe --print-config > mspipe.yaml  # edit, then: --config mspipe.yaml
   hetray train mspipe --pipeline sequential --pres --pres-components 2 --batch-size 800
+  hetray train mspipe --pipeline sequential --vca-lambda 0.5 --vca-windows 4 --report-vcs
   hetray train mspipe --storage s3://bucket/runs/tgn --epochs 20   # a checkpoint every epoch
   hetray train mspipe --storage s3://bucket/runs/tgn --epochs 20 --resume
 """
@@ -92,6 +94,7 @@ FLAGS = {
     "delimiter": "data.csv.delimiter", "time_format": "data.csv.time_format",
     "pres": "pres.enabled", "pres_components": "pres.components", "pres_beta": "pres.beta",
     "pres_forgetting": "pres.forgetting", "pres_write_back": "pres.write_back",
+    "vca_lambda": "vca.weight", "vca_windows": "vca.windows", "vca_history": "vca.history",
 }
 
 
@@ -307,6 +310,19 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
               show_default=True,
               help="Write PRES's corrected memory to the memory store, or use it for the "
                    "batch's loss only (the paper's code).")
+@click.option("--vca-lambda", default=DEFAULTS.vca.weight, show_default=True,
+              type=click.FloatRange(min=0),
+              help="Weight of the volatility-aware loss term: the variance of the soft error "
+                   "rate across windows of the last batches (docs/vcs.md); 0: off, bit for bit.")
+@click.option("--vca-windows", default=DEFAULTS.vca.windows, show_default=True,
+              type=click.IntRange(2, MAX_WINDOWS),
+              help="Windows each temporal batch is cut into for the VCA term.")
+@click.option("--vca-history", default=DEFAULTS.vca.history, show_default=True,
+              type=click.IntRange(0, MAX_HISTORY),
+              help="Earlier batches whose soft errors the VCA term keeps (windows span them).")
+@click.option("--report-vcs", is_flag=True,
+              help="After the run, print its test errors' volatility-cluster statistics and "
+                   "write their two plots into the run storage (as `hetray eval vcs`).")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON.")
 @storage_options
@@ -320,7 +336,8 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
            num_heads: int, dropout: float, evaluation: str, threads: int, shards: int,
            io_batches: int,
            pres: bool, pres_components: int, pres_beta: float, pres_gamma: float | None,
-           pres_forgetting: float, pres_write_back: bool,
+           pres_forgetting: float, pres_write_back: bool, vca_lambda: float, vca_windows: int,
+           vca_history: int, report_vcs: bool,
            storage_dir: str, checkpoints: bool, checkpoint_dir: str, checkpoint_every: int,
            json_out: Path | None, address: str | None, ship_project: bool,
            storage: str | None, resume: bool) -> None:
@@ -348,6 +365,11 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False),
                             encoding="utf-8")
+    if report_vcs and report.scores is not None:
+        from hetray.cli.eval import VcsSettings
+        from hetray.cli.eval import report_vcs as print_vcs
+
+        print_vcs(where, report.scores, VcsSettings())
 
 
 def demo() -> DemoResult:

@@ -125,6 +125,10 @@ QUANTITIES: dict[str, Quantity] = {
     "staleness": Quantity("staleness bound k", "versions", symbol="k"),
     "events_per_s": Quantity("training throughput", "events/s", zero_based=True),
     "test_ap": Quantity("test average precision", "AP", 0.5, "0.5 = chance", bounded=True),
+    # vcs
+    "dispersion": Quantity("dispersion index D of windowed test error rates", "", 1.0,
+                           "1 = errors independent of time"),
+    "vca_lambda": Quantity("volatility-aware objective weight", "", symbol="lambda"),
     "val_ap": Quantity("validation average precision", "AP", 0.5, "0.5 = chance",
                        bounded=True),
     "batch_size": Quantity("batch size B", "events", symbol="B"),

@@ -16,7 +16,7 @@ from hetray.experiments.spec import ExperimentSpec
 
 #: The experiments, one per system (``hetray tune NAME``; module ``hetray.experiments.NAME``).
 EXPERIMENT_NAMES = ("planner", "pipeline", "heta", "mspipe", "theory", "incremental", "pres",
-                    "generate")
+                    "generate", "vcs")
 
 
 def experiment_spec(name: str) -> ExperimentSpec:

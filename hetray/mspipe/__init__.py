@@ -22,7 +22,9 @@ Modules: :mod:`~hetray.mspipe.staleness` (the version rule, ``k``, the stage clo
 :mod:`~hetray.mspipe.replay` (the trainer's write-back log that makes a restored shard lose
 nothing), :mod:`~hetray.mspipe.storage` (the run's directory and its checkpoints),
 :mod:`~hetray.mspipe.driver` (one pass over batches), :mod:`~hetray.mspipe.fit` (epochs,
-early stopping, evaluation), :mod:`~hetray.mspipe.report` (what a run reports). The models,
+early stopping, evaluation), :mod:`~hetray.mspipe.report` (what a run reports),
+:mod:`~hetray.mspipe.evaluation` (the per-event scores a run saves for ``hetray eval vcs``,
+``docs/vcs.md``). The models,
 data and sampler are the temporal-GNN library's (:mod:`hetray.temporal`).
 """
 

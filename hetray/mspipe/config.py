@@ -22,6 +22,7 @@ from hetray.temporal.model_config import ModelConfig, ModelKind
 from hetray.temporal.pres_config import PresConfig
 from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.synthetic import SyntheticConfig, synthetic_events
+from hetray.temporal.vca_config import VcaConfig
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +165,7 @@ class RunConfig:
         data: the event stream. model: the model. pipeline: mode and staleness.
         train: optimisation. store: the mspipe mode's workers.
         pres: PRES's prediction-correction and coherence term (off by default).
+        vca: the volatility-aware objective (``weight`` 0: off; ``docs/vcs.md``).
         storage_dir: the root of the runs' files (a plain path; relative to the working
             directory): an mspipe-mode run with checkpoints makes its own new directory
             ``run-{stamp}-{id}`` here (:mod:`hetray.mspipe.storage`).
@@ -175,13 +177,13 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     pres: PresConfig = field(default_factory=PresConfig)
+    vca: VcaConfig = field(default_factory=VcaConfig)
     storage_dir: str = DEFAULT_STORAGE_DIR
 
     def __post_init__(self) -> None:
         if not self.storage_dir:
             raise ConfigError("RunConfig", "storage_dir", self.storage_dir,
                               f"a directory path (default {DEFAULT_STORAGE_DIR!r})")
-
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

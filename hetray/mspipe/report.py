@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from hetray.mspipe.evaluation import SavedEvaluation
 from hetray.mspipe.staleness import STAGES, PassReport, PipelineMode, Recovery
 from hetray.temporal.data import EventStream
 from hetray.temporal.link_metrics import LinkMetrics
@@ -136,6 +137,9 @@ class RunReport:
         warnings: problems of the split that did not stop the run, with the cut times.
         threads: the trainer's torch threads.
         pres: whether PRES corrected the memory and added its coherence term.
+        vca_weight: lambda of the volatility-aware objective (0: off).
+        scores: the per-event scores of the tested epoch's validation and of the test pass
+            (``evaluation.parquet`` in the run storage; not in :meth:`to_dict`).
     """
 
     dataset: str
@@ -157,10 +161,13 @@ class RunReport:
     warnings: tuple[str, ...] = ()
     threads: int = 0
     pres: bool = False
+    vca_weight: float = 0.0
+    scores: SavedEvaluation | None = None
 
     @classmethod
     def of(cls, fit: FitReport, *, events: EventStream, mode: PipelineMode,
-           epochs: Sequence[EpochRecord], threads: int = 0, pres: bool = False) -> RunReport:
+           epochs: Sequence[EpochRecord], threads: int = 0, pres: bool = False,
+           vca_weight: float = 0.0, scores: SavedEvaluation | None = None) -> RunReport:
         """The report of a finished :class:`~hetray.mspipe.fit.FitReport`."""
         per_batch = max(fit.num_train_batches, 1)
         return cls(
@@ -174,7 +181,8 @@ class RunReport:
             stage_ms_per_batch={s: 1000 * total / per_batch
                                 for s, total in fit.clock.totals.items()},
             recoveries=tuple(fit.recoveries), evaluation=fit.evaluation,
-            warnings=tuple(fit.warnings), threads=threads, pres=pres)
+            warnings=tuple(fit.warnings), threads=threads, pres=pres, vca_weight=vca_weight,
+            scores=scores)
 
     @property
     def train_wall_s(self) -> float:
@@ -203,7 +211,7 @@ class RunReport:
             "dataset": self.dataset, "num_events": self.num_events, "num_nodes": self.num_nodes,
             "mode": self.mode.value, "evaluation": self.evaluation.value,
             "trainer_threads": self.threads, "warnings": list(self.warnings),
-            "pres": self.pres, "pending_ratio": self.pending_ratio,
+            "pres": self.pres, "vca_weight": self.vca_weight, "pending_ratio": self.pending_ratio,
             "val": metrics_dict(self.val), "test": metrics_dict(self.test),
             "test_inductive": metrics_dict(self.test_inductive),
             "train_events_per_s": self.train_events_per_s, "train_wall_s": self.train_wall_s,

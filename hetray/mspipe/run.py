@@ -42,6 +42,7 @@ from hetray.core.config import config_to_dict
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
 from hetray.mspipe.config import QUIET, Progress, RunConfig, read_dataset
+from hetray.mspipe.evaluation import SavedEvaluation, ScoreSet, save_evaluation, set_scores
 from hetray.mspipe.fit import EpochLoop, MemoryStore, build_model, memory_config
 from hetray.mspipe.report import EpochRecord, RunReport
 from hetray.mspipe.resume import RESUMABLE_CHANGES, save_epoch
@@ -51,6 +52,7 @@ from hetray.mspipe.sources import (
     GroupSources,
     InlineSources,
     NegativeSampler,
+    NegativeStream,
     SamplerWorker,
     SourceFactory,
 )
@@ -65,6 +67,7 @@ from hetray.temporal.link_metrics import LinkMetrics
 from hetray.temporal.models import ModelConfig
 from hetray.temporal.pres import Pres
 from hetray.temporal.protocol import split_for
+from hetray.temporal.vca import Vca
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +130,7 @@ class MSPipeDriver:
         events, split: the stream and its chronological split.
         model: the model being trained.
         pres: the trainer's PRES state (None with PRES off).
+        vca: the trainer's VCA objective (None with ``vca.weight`` 0).
         memory_stores: the shard workers' group (None in sequential mode).
         storage: the run's checkpoint directory (None without memory-store checkpoints).
         epochs: one record per epoch stepped.
@@ -147,13 +151,14 @@ class MSPipeDriver:
         self.model = build_model(model_cfg, config.train.seed)
         self.pres = Pres(config.pres, self.events.num_nodes, model_cfg.memory_dim) \
             if config.pres.enabled else None
+        self.vca = Vca(config.vca) if config.vca.enabled else None
         self.memory_stores: ActorGroup[MemoryStoreWorker] | None = None
         self.storage: RunStorage | None = None
         self._groups: list[ActorGroup[Any]] = []
         sources, store = self._stages(model_cfg, backend)
         self.loop = EpochLoop(self.model, self.split, train_cfg=config.train,
                               pipe_cfg=config.pipeline, sources=sources, store=store,
-                              progress=progress or QUIET, pres=self.pres)
+                              progress=progress or QUIET, pres=self.pres, vca=self.vca)
         self.loop.report.warnings[:0] = loaded.notes  # how the file was read comes first
         self.epochs: list[EpochRecord] = []
 
@@ -227,7 +232,23 @@ class MSPipeDriver:
         fit = self.loop.finish()
         return RunReport.of(fit, events=self.events, mode=self.config.pipeline.mode,
                             epochs=self.epochs, threads=self.threads,
-                            pres=self.config.pres.enabled)
+                            pres=self.config.pres.enabled,
+                            vca_weight=self.config.vca.weight, scores=self.saved_scores())
+
+    def saved_scores(self) -> SavedEvaluation:
+        """Per-event scores of the test pass and of the tested epoch's validation pass.
+
+        The validation pass is missing when that epoch ran before a resume.
+        """
+        passes, cfg = self.loop.passes, self.config
+        val = passes.get(NegativeStream.validation(self.loop.report.best_epoch - 1))
+        sets = {ScoreSet.TEST: set_scores(passes[NegativeStream.test()], self.events.t)}
+        if val is not None:
+            sets[ScoreSet.VAL] = set_scores(val, self.events.t)
+        meta = {"model": cfg.model.kind.value, "dataset": self.events.source,
+                "best_epoch": self.loop.report.best_epoch, "vca_weight": cfg.vca.weight,
+                "evaluation": cfg.train.evaluation.value, "seed": cfg.train.seed}
+        return SavedEvaluation(sets=sets, meta=meta)
 
     def close(self) -> None:
         """Shut the groups down, remove the run's checkpoints, put torch's threads back.
@@ -295,4 +316,7 @@ def run(config: RunConfig, backend: Backend | None = None,
     with MSPipeDriver(config, backend, progress, loaded) as driver:
         if complete is not None:
             resume_epochs(driver, log, complete)
-        return driver.run(log)
+        report = driver.run(log)
+    if storage is not None and report.scores is not None:
+        save_evaluation(storage, report.scores)
+    return report

@@ -3,7 +3,9 @@
 A library shared by the temporal systems (MSPipe in :mod:`hetray.mspipe`); it holds no
 training pipeline of its own and imports no Ray. PRES (prediction-correction of
 pending-event memories, memory coherence; ``docs/pres.md``) is :mod:`hetray.temporal.pres`,
-used by the training step when the trainer passes its state.
+used by the training step when the trainer passes its state. Volatility-cluster statistics
+of a model's errors (``docs/vcs.md``) are :mod:`hetray.temporal.volatility`, the
+volatility-aware training objective :mod:`hetray.temporal.vca`.
 """
 
 from hetray.core.lazy_exports import lazy_exports

@@ -8,8 +8,9 @@ A step is stage 4 of MSPipe: it takes a sampled batch and the memory rows read f
 runs the model, and returns the write-back (stage 5's input) as a
 :class:`~hetray.temporal.memory.MemoryUpdate`. Given the trainer's
 :class:`~hetray.temporal.pres.Pres`, a step corrects the memory of rows that miss
-transitions, adds the memory-coherence term to the loss and updates PRES's state; without
-it, it runs exactly the plain step.
+transitions, adds the memory-coherence term to the loss and updates PRES's state; given
+the trainer's :class:`~hetray.temporal.vca.Vca`, it adds the volatility-aware penalty on the
+batch's soft errors. Without them, it runs exactly the plain step.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hetray.temporal.batches import SampledBatch
 from hetray.temporal.memory import MemoryRows, MemoryUpdate, build_update
 from hetray.temporal.models import MemoryTGNN, ModelInputs, ModelOutputs
 from hetray.temporal.pres import BatchCorrection, Pres, coherence_loss
+from hetray.temporal.vca import Vca
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,10 +101,11 @@ def _result(loss: torch.Tensor | float, update: MemoryUpdate, out: ModelOutputs,
 
 
 def train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer, batch: SampledBatch,
-               rows: MemoryRows, memory: np.ndarray, pres: Pres | None = None) -> StepResult:
-    """Forward, BCE loss on positives and negatives (+ PRES's coherence), backward, step."""
+               rows: MemoryRows, memory: np.ndarray, pres: Pres | None = None,
+               vca: Vca | None = None) -> StepResult:
+    """Forward, BCE on positives and negatives (+ PRES's coherence, + VCA), backward, step."""
     if pres is None:
-        return _plain_train_step(model, optimizer, batch, rows, memory)
+        return _plain_train_step(model, optimizer, batch, rows, memory, vca)
     start = time.perf_counter()
     model.train()
     x = to_inputs(batch, rows, memory)
@@ -113,6 +116,8 @@ def train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer, batch: Sampl
         index = torch.from_numpy(ends[0])
         loss = loss + coherence_loss(out.memory.index_select(0, index),
                                      x.memory.index_select(0, index), pres.cfg.beta)
+    if vca is not None:
+        loss = loss + vca.penalty(out.pos_logit, out.neg_logit)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -128,12 +133,15 @@ def _bce(out: ModelOutputs) -> torch.Tensor:
 
 
 def _plain_train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer,
-                      batch: SampledBatch, rows: MemoryRows, memory: np.ndarray) -> StepResult:
-    """The step without PRES."""
+                      batch: SampledBatch, rows: MemoryRows, memory: np.ndarray,
+                      vca: Vca | None = None) -> StepResult:
+    """The step without PRES (with VCA's penalty when ``vca`` is given)."""
     start = time.perf_counter()
     model.train()
     out = model(to_inputs(batch, rows, memory))
     loss = _bce(out)
+    if vca is not None:
+        loss = loss + vca.penalty(out.pos_logit, out.neg_logit)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
