@@ -11,6 +11,12 @@ Sections (``--sections``, all by default):
   ``benchmarks/heta.py``) on the GPU and on the CPU, interleaved: median epoch time after the
   first epoch of each, ``heta.epoch_speedup_vs_cpu`` and both test accuracies; then a float64
   exactness cell (4 steps on both devices) giving ``heta.max_abs_param_diff``.
+* ``mspipe``: TGN on CollegeMsg (``--dataset``; synthetic with ``--tiny``), sequential and
+  MSPipe (sampler, features and memory-store shards as in-process workers on the host, the
+  trainer's model on the GPU), interleaved: ``mspipe.speedup`` (training events/s),
+  ``mspipe.ideal_speedup`` (sequential ms per batch over MSPipe's slowest stage, as in
+  ``benchmarks/mspipe.py``), ``mspipe.fraction_of_ideal`` and both test APs
+  (``mspipe.ap_sequential``, ``mspipe.ap_mspipe``).
 * ``pipeline``: a 2-stage 1F1B GPT pipeline with both stage workers in this process on one
   GPU (each on its own CUDA stream; activations hop through host memory as between actors)
   against the same pipeline on the CPU: ``pipeline.tokens_per_s_device`` / ``_cpu`` and
@@ -21,14 +27,12 @@ Sections (``--sections``, all by default):
   (``profile.rf_mape_pct``) against the analytical model's, and the measurements written
   beside the JSON (``gpu_profile.json``) for ``hetray plan --measurements``.
 
-The MSPipe section (its trainer on the GPU) arrives with that device path; until then its keys
-are absent, not faked.
-
 Usage::
 
     python benchmarks/gpu_check.py                      # on the GPU, about 3 minutes
     python benchmarks/gpu_check.py --device cpu --tiny  # the CPU rehearsal, under a minute
     python benchmarks/gpu_check.py --sections profile --out /tmp/gpu.json
+    python benchmarks/gpu_check.py --dataset tmp/data/CollegeMsg.txt   # data carried along
 """
 
 from __future__ import annotations
@@ -56,6 +60,12 @@ from hetray.heta.config import HolderConfig, Mode, ModelConfig, RunConfig, Train
 from hetray.heta.holder import HolderCore
 from hetray.heta.run import RunReport, run
 from hetray.models.gpt_config import GPTConfig
+from hetray.mspipe.config import SYNTHETIC, DataConfig, ModelChoice
+from hetray.mspipe.config import RunConfig as MSPipeRunConfig
+from hetray.mspipe.config import TrainConfig as MSPipeTrainConfig
+from hetray.mspipe.run import run as run_mspipe
+from hetray.mspipe.staleness import PipelineConfig as MSPipeConfig
+from hetray.mspipe.staleness import PipelineMode
 from hetray.pipeline.data import synthetic_batch
 from hetray.pipeline.reference import ReferenceTrainer
 from hetray.pipeline.run import PipelineConfig, ResourceConfig, StageConfig
@@ -67,9 +77,12 @@ from hetray.pipeline.schedules import Schedule
 from hetray.planner.measurements import save_measurements
 from hetray.planner.profile import ProfileConfig, run_profile
 from hetray.planner.rf_model import fit_with_holdout
+from hetray.temporal.model_config import ModelKind
+from hetray.temporal.synthetic import SyntheticConfig
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "benchmarks" / "results" / "gpu.json"
+COLLEGEMSG = REPO.parent / "shared" / "data" / "collegemsg" / "CollegeMsg.txt"
 EXACT_STEPS = 4
 
 logger = logging.getLogger(__name__)
@@ -83,6 +96,7 @@ class Sizes:
         heta_edges: synthetic mag edges.
         heta_epochs: epochs per device (the first is dropped from the median).
         heta_repeats: interleaved runs per device.
+        mspipe_epochs: training epochs of each MSPipe and sequential run.
         pipeline_model: (layers, hidden, heads, sequence length, vocabulary) of the GPT.
         pipeline_steps: training steps per device (the first is dropped from the median).
         profile_grid: (micro-batches, sequence lengths, hidden sizes) of the layer grid.
@@ -92,17 +106,18 @@ class Sizes:
     heta_edges: int
     heta_epochs: int
     heta_repeats: int
+    mspipe_epochs: int
     pipeline_model: tuple[int, int, int, int, int]
     pipeline_steps: int
     profile_grid: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
     profile_repeats: int
 
 
-FULL = Sizes(heta_edges=2_000_000, heta_epochs=4, heta_repeats=2,
+FULL = Sizes(heta_edges=2_000_000, heta_epochs=4, heta_repeats=2, mspipe_epochs=3,
              pipeline_model=(8, 1024, 16, 512, 8192), pipeline_steps=6,
              profile_grid=((1, 2, 4, 8), (128, 256, 512, 1024), (256, 512, 1024, 2048)),
              profile_repeats=10)
-TINY = Sizes(heta_edges=10_000, heta_epochs=2, heta_repeats=1,
+TINY = Sizes(heta_edges=10_000, heta_epochs=2, heta_repeats=1, mspipe_epochs=1,
              pipeline_model=(2, 16, 2, 8, 32), pipeline_steps=2,
              profile_grid=((1, 2), (16,), (32, 64)), profile_repeats=2)
 
@@ -152,6 +167,29 @@ def _holder_params(hg: HeteroGraph, train: TrainConfig) -> dict[str, torch.Tenso
     for step, seeds in enumerate(train.batches(hg.train_idx, 0)[:EXACT_STEPS]):
         core.train_step(seeds, step, coll)
     return {k: v.cpu() for k, v in core.parameters().items()}
+
+
+def mspipe_section(device: DeviceChoice, dataset: str, sizes: Sizes) -> dict[str, object]:
+    """Sequential vs MSPipe TGN with the trainer on ``device``: speed-up, its ideal, APs."""
+    data = (DataConfig(dataset=SYNTHETIC, synthetic=SyntheticConfig(num_events=3000,
+                                                                    num_nodes=200))
+            if dataset == SYNTHETIC else DataConfig(dataset=dataset))
+    train = MSPipeTrainConfig(epochs=sizes.mspipe_epochs, batch_size=600, device=device)
+    reports = {mode: run_mspipe(MSPipeRunConfig(data=data, model=ModelChoice(kind=ModelKind.TGN),
+                                                pipeline=MSPipeConfig(mode=mode), train=train))
+               for mode in (PipelineMode.SEQUENTIAL, PipelineMode.MSPIPE)}
+    seq, pipe = reports[PipelineMode.SEQUENTIAL], reports[PipelineMode.MSPIPE]
+    seq_ms = 1000 * seq.train_wall_s / max(seq.num_train_batches, 1)
+    stages = pipe.stage_ms_per_batch
+    slowest = max(stages["sample"], stages["feature"], stages["fetch"] + stages["write"],
+                  stages["train"])
+    speedup = pipe.train_events_per_s / seq.train_events_per_s
+    return {"dataset": dataset, "epochs": sizes.mspipe_epochs, "speedup": speedup,
+            "ideal_speedup": seq_ms / slowest, "fraction_of_ideal": speedup * slowest / seq_ms,
+            "events_per_s_sequential": seq.train_events_per_s,
+            "events_per_s_mspipe": pipe.train_events_per_s,
+            "ap_sequential": seq.test.ap, "ap_mspipe": pipe.test.ap,
+            "mspipe_stage_ms_per_batch": stages}
 
 
 def pipeline_config(sizes: Sizes, device: DeviceChoice) -> PipelineRunConfig:
@@ -215,6 +253,7 @@ def device_summary(device: DeviceChoice) -> dict[str, object]:
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace, Sizes], dict[str, object]]] = {
+    "mspipe": lambda a, s: mspipe_section(a.device, SYNTHETIC if a.tiny else a.dataset, s),
     "heta": lambda a, s: heta_section(a.device, a.precision, s),
     "pipeline": lambda a, s: pipeline_section(a.device, s),
     "profile": lambda a, s: profile_section(a.device, a.precision, s, a.out),
@@ -231,7 +270,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                         help="bf16, fp16 or fp32 (default: bf16 on a GPU, fp32 on the CPU).")
     parser.add_argument("--sections", default=",".join(SECTIONS),
                         help=f"comma-separated subset of {', '.join(SECTIONS)}.")
-    parser.add_argument("--tiny", action="store_true", help="smoke sizes (seconds).")
+    parser.add_argument("--tiny", action="store_true",
+                        help="smoke sizes (seconds; MSPipe on a synthetic stream).")
+    parser.add_argument("--dataset", default=str(COLLEGEMSG),
+                        help="CollegeMsg.txt for the mspipe section (default: "
+                             "../shared/data/collegemsg/CollegeMsg.txt beside the repo).")
     parser.add_argument("--out", type=Path, default=OUT, help=f"JSON to write ({OUT.name}).")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.sections.split(",")) - set(SECTIONS))

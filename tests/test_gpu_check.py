@@ -42,6 +42,10 @@ def test_the_gpu_check_rehearses_on_cpu_without_dgl_or_ray(tmp_path):
     assert heta["epoch_time_device_s"] > 0
     assert heta["epoch_speedup_vs_cpu"] > 0
     assert 0.0 < heta["test_acc_device"] <= 1.0
+    mspipe = result["mspipe"]
+    assert mspipe["ap_mspipe"] == mspipe["ap_sequential"]  # staleness bounded, same CPU maths
+    assert mspipe["speedup"] > 0
+    assert mspipe["ideal_speedup"] > 0
     pipeline = result["pipeline"]
     assert pipeline["max_abs_grad_diff"] < 1e-5  # two stages vs the unsplit model, fp32
     assert pipeline["tokens_per_s_device"] > 0

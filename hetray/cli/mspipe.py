@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from hetray.accel.specs import DeviceChoice
 from hetray.cli.common import (
     DemoResult,
     address_option,
@@ -95,6 +96,7 @@ FLAGS = {
     "pres": "pres.enabled", "pres_components": "pres.components", "pres_beta": "pres.beta",
     "pres_forgetting": "pres.forgetting", "pres_write_back": "pres.write_back",
     "vca_lambda": "vca.weight", "vca_windows": "vca.windows", "vca_history": "vca.history",
+    "device": "train.device",
 }
 
 
@@ -267,6 +269,10 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
               type=click.IntRange(min=0),
               help="Trainer torch threads; 0: the cores neither other processes (the load "
                    "average) nor the mspipe workers use, at most 4.")
+@click.option("--device", type=click.Choice([d.value for d in DeviceChoice]),
+              default=DEFAULTS.train.device.value, show_default=True,
+              help="Where the trainer's model computes: cpu, cuda or auto; sampling and the "
+                   "memory store stay on the host (not with --pres or --vca-lambda).")
 @click.option("--shards", default=DEFAULTS.store.num_shards, show_default=True,
               type=click.IntRange(min=1), help="Memory-store actor shards (mspipe).")
 @click.option("--io-batches", default=DEFAULTS.pipeline.io_batches, show_default=True,
@@ -333,7 +339,8 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
            fmt: str, sort: bool, columns: str, header: str, delimiter: str, time_format: str,
            kind: str, mode: str, staleness: int | None, epochs: int, patience: int,
            batch_size: int, lr: float, memory_dim: int, time_dim: int, num_neighbors: int,
-           num_heads: int, dropout: float, evaluation: str, threads: int, shards: int,
+           num_heads: int, dropout: float, evaluation: str, threads: int, device: str,
+           shards: int,
            io_batches: int,
            pres: bool, pres_components: int, pres_beta: float, pres_gamma: float | None,
            pres_forgetting: float, pres_write_back: bool, vca_lambda: float, vca_windows: int,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hetray.accel.specs import DeviceChoice
 from hetray.core.errors import ConfigError
 from hetray.mspipe.staleness import PipelineConfig
 from hetray.mspipe.storage import DEFAULT_STORAGE_DIR
@@ -41,6 +42,9 @@ class TrainConfig:
             distinct destinations, TGN's new-node rule; :mod:`hetray.temporal.protocol`).
         threads: the trainer's torch threads; 0 picks them (:mod:`hetray.mspipe.threads`:
             the cores neither other processes nor the mspipe workers use, at most 4).
+        device: where the trainer's model and Adam state live (``auto``: the GPU when the
+            trainer sees one). Sampling, features and the memory store stay on the host;
+            each batch's rows move through pinned buffers. PRES and VCA need ``cpu``.
     """
 
     epochs: int = 1
@@ -50,6 +54,7 @@ class TrainConfig:
     patience: int = 0
     evaluation: EvalProtocol = EvalProtocol.HETRAY
     threads: int = 0
+    device: DeviceChoice = DeviceChoice.CPU
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size"):
@@ -184,6 +189,10 @@ class RunConfig:
         if not self.storage_dir:
             raise ConfigError("RunConfig", "storage_dir", self.storage_dir,
                               f"a directory path (default {DEFAULT_STORAGE_DIR!r})")
+        if self.train.device is not DeviceChoice.CPU and (self.pres.enabled
+                                                          or self.vca.enabled):
+            raise ConfigError("RunConfig", "train.device", self.train.device.value,
+                              "cpu with PRES or VCA (their state lives on the host)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,9 +31,10 @@ from hetray.temporal.memory import MemoryRows
 if TYPE_CHECKING:
     from hetray.mspipe.run import MSPipeDriver
 
-#: Config fields a resumed run may change: its length and where its shards checkpoint.
-RESUMABLE_CHANGES = frozenset({"train.epochs", "train.threads", "store.checkpoint_dir",
-                               "storage_dir"})
+#: Config fields a resumed run may change: its length, where it trains and where its shards
+#: checkpoint.
+RESUMABLE_CHANGES = frozenset({"train.epochs", "train.threads", "train.device",
+                               "store.checkpoint_dir", "storage_dir"})
 _ROW_ARRAYS = ("memory", "mem_ts", "mail", "mail_ts", "next_mail", "row_version")
 
 

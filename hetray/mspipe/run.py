@@ -38,6 +38,7 @@ from typing import Any, Protocol
 import torch
 
 import hetray.core.storage as core_storage
+from hetray.accel.precision import resolve_device
 from hetray.core.config import config_to_dict
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
@@ -148,7 +149,8 @@ class MSPipeDriver:
         torch.set_num_threads(self.threads)  # put back by close()
         logger.info("trainer: %d torch threads", self.threads)
         model_cfg = config.model.model_config(self.events.edge_feat_dim)
-        self.model = build_model(model_cfg, config.train.seed)
+        self.model = build_model(model_cfg, config.train.seed).to(
+            resolve_device(config.train.device, "TrainConfig"))  # initialised on the host
         self.pres = Pres(config.pres, self.events.num_nodes, model_cfg.memory_dim) \
             if config.pres.enabled else None
         self.vca = Vca(config.vca) if config.vca.enabled else None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import nn
@@ -53,6 +53,18 @@ class ModelInputs:
     nbr_mask: torch.Tensor
     nbr_dt: torch.Tensor
     nbr_feat: torch.Tensor
+
+    def to(self, device: torch.device) -> ModelInputs:
+        """These inputs on ``device`` (on the CPU: themselves).
+
+        On CUDA they are copied through pinned host buffers without blocking; the kernels that
+        read them wait on the stream.
+        """
+        if device.type == "cpu":
+            return self
+        moved = {f.name: getattr(self, f.name).pin_memory().to(device, non_blocking=True)
+                 for f in fields(self)}
+        return ModelInputs(**moved)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,9 @@ runs the model, and returns the write-back (stage 5's input) as a
 :class:`~hetray.temporal.pres.Pres`, a step corrects the memory of rows that miss
 transitions, adds the memory-coherence term to the loss and updates PRES's state; given
 the trainer's :class:`~hetray.temporal.vca.Vca`, it adds the volatility-aware penalty on the
-batch's soft errors. Without them, it runs exactly the plain step.
+batch's soft errors. Without them, it runs exactly the plain step. A plain step runs where
+the model's parameters are (its inputs move there; scores and the write-back come back to
+the host); PRES and VCA steps run on the CPU.
 """
 
 from __future__ import annotations
@@ -68,8 +70,14 @@ def to_inputs(batch: SampledBatch, rows: MemoryRows, memory: np.ndarray) -> Mode
 
 def _update_of(batch: SampledBatch, new_memory: torch.Tensor,
                new_mem_ts: torch.Tensor) -> MemoryUpdate:
+    """The write-back on the host (the memory store's side), whatever device computed it."""
     return build_update(batch.src, batch.dst, batch.t, batch.edge_feat,
-                        new_memory.numpy(), new_mem_ts.numpy())
+                        new_memory.cpu().numpy(), new_mem_ts.cpu().numpy())
+
+
+def model_device(model: nn.Module) -> torch.device:
+    """Where ``model``'s parameters live (its inputs are moved there)."""
+    return next(model.parameters()).device
 
 
 def _pres_forward(model: MemoryTGNN, x: ModelInputs, batch: SampledBatch,
@@ -95,8 +103,8 @@ def _endpoints(batch: SampledBatch) -> tuple[np.ndarray, np.ndarray]:
 def _result(loss: torch.Tensor | float, update: MemoryUpdate, out: ModelOutputs,
             start: float) -> StepResult:
     return StepResult(loss=float(loss), update=update,
-                      pos_score=torch.sigmoid(out.pos_logit).detach().double().numpy(),
-                      neg_score=torch.sigmoid(out.neg_logit).detach().double().numpy(),
+                      pos_score=torch.sigmoid(out.pos_logit).detach().double().cpu().numpy(),
+                      neg_score=torch.sigmoid(out.neg_logit).detach().double().cpu().numpy(),
                       step_s=time.perf_counter() - start)
 
 
@@ -138,7 +146,7 @@ def _plain_train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer,
     """The step without PRES (with VCA's penalty when ``vca`` is given)."""
     start = time.perf_counter()
     model.train()
-    out = model(to_inputs(batch, rows, memory))
+    out = model(to_inputs(batch, rows, memory).to(model_device(model)))
     loss = _bce(out)
     if vca is not None:
         loss = loss + vca.penalty(out.pos_logit, out.neg_logit)
@@ -157,7 +165,7 @@ def eval_step(model: MemoryTGNN, batch: SampledBatch, rows: MemoryRows,
     """
     start = time.perf_counter()
     model.eval()
-    x = to_inputs(batch, rows, memory)
+    x = to_inputs(batch, rows, memory).to(model_device(model))
     if pres is None:
         out = model(x)
         return _result(0.0, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
