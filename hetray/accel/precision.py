@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -86,6 +87,26 @@ class LossScaler:
             return
         self._scaler.step(optimizer)
         self._scaler.update()
+
+
+@dataclass(frozen=True, slots=True)
+class StepOptions:
+    """Keyword arguments of a worker's train and eval step functions for one precision.
+
+    Both are empty in fp32, so a step is called exactly as it is without precision support.
+    """
+
+    train: dict[str, object]
+    eval: dict[str, object]
+
+
+def step_options(precision: Precision, device: torch.device) -> StepOptions:
+    """``precision`` (and, for training, a :class:`LossScaler` on ``device``), unless fp32."""
+    if precision is Precision.FP32:
+        return StepOptions(train={}, eval={})
+    return StepOptions(train={"precision": precision,
+                              "scaler": LossScaler(device, precision)},
+                       eval={"precision": precision})
 
 
 def _grad_scaler(device: torch.device) -> object:

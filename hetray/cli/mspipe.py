@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from hetray.accel.specs import DeviceChoice
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.cli.common import (
     DemoResult,
     address_option,
@@ -96,7 +96,7 @@ FLAGS = {
     "pres": "pres.enabled", "pres_components": "pres.components", "pres_beta": "pres.beta",
     "pres_forgetting": "pres.forgetting", "pres_write_back": "pres.write_back",
     "vca_lambda": "vca.weight", "vca_windows": "vca.windows", "vca_history": "vca.history",
-    "device": "train.device",
+    "device": "train.device", "precision": "train.precision",
 }
 
 
@@ -270,9 +270,11 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
               help="Trainer torch threads; 0: the cores neither other processes (the load "
                    "average) nor the mspipe workers use, at most 4.")
 @click.option("--device", type=click.Choice([d.value for d in DeviceChoice]),
-              default=DEFAULTS.train.device.value, show_default=True,
-              help="Where the trainer's model computes: cpu, cuda or auto; sampling and the "
-                   "memory store stay on the host (not with --pres or --vca-lambda).")
+              default=DEFAULTS.train.device.value, show_default=True, help="Where the "
+              "trainer's model computes; sampling and memory stay on the host (not with PRES/VCA).")
+@click.option("--precision", type=click.Choice([p.value for p in Precision]),
+              default=DEFAULTS.train.precision.value, show_default=True, help="The model's "
+              "arithmetic: bf16/fp16 autocast over fp32 parameters (not with --pres).")
 @click.option("--shards", default=DEFAULTS.store.num_shards, show_default=True,
               type=click.IntRange(min=1), help="Memory-store actor shards (mspipe).")
 @click.option("--io-batches", default=DEFAULTS.pipeline.io_batches, show_default=True,
@@ -340,13 +342,11 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
            kind: str, mode: str, staleness: int | None, epochs: int, patience: int,
            batch_size: int, lr: float, memory_dim: int, time_dim: int, num_neighbors: int,
            num_heads: int, dropout: float, evaluation: str, threads: int, device: str,
-           shards: int,
-           io_batches: int,
-           pres: bool, pres_components: int, pres_beta: float, pres_gamma: float | None,
-           pres_forgetting: float, pres_write_back: bool, vca_lambda: float, vca_windows: int,
-           vca_history: int, report_vcs: bool,
-           storage_dir: str, checkpoints: bool, checkpoint_dir: str, checkpoint_every: int,
-           json_out: Path | None, address: str | None, ship_project: bool,
+           precision: str, shards: int, io_batches: int, pres: bool, pres_components: int,
+           pres_beta: float, pres_gamma: float | None, pres_forgetting: float,
+           pres_write_back: bool, vca_lambda: float, vca_windows: int, vca_history: int,
+           report_vcs: bool, storage_dir: str, checkpoints: bool, checkpoint_dir: str,
+           checkpoint_every: int, json_out: Path | None, address: str | None, ship_project: bool,
            storage: str | None, resume: bool) -> None:
     """Train TGN / JODIE / APAN with MSPipe (or the sequential baseline) and report AP/AUC."""
     config = resolve_run_config(ctx, RunConfig, config_file, FLAGS)

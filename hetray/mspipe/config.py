@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hetray.accel.specs import DeviceChoice
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.core.errors import ConfigError
 from hetray.mspipe.staleness import PipelineConfig
 from hetray.mspipe.storage import DEFAULT_STORAGE_DIR
@@ -45,6 +45,8 @@ class TrainConfig:
         device: where the trainer's model and Adam state live (``auto``: the GPU when the
             trainer sees one). Sampling, features and the memory store stay on the host;
             each batch's rows move through pinned buffers. PRES and VCA need ``cpu``.
+        precision: the model's arithmetic (``bf16``/``fp16`` autocast over fp32 parameters;
+            fp16 scales the loss on CUDA); PRES needs ``fp32``.
     """
 
     epochs: int = 1
@@ -55,6 +57,7 @@ class TrainConfig:
     evaluation: EvalProtocol = EvalProtocol.HETRAY
     threads: int = 0
     device: DeviceChoice = DeviceChoice.CPU
+    precision: Precision = Precision.FP32
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size"):
@@ -193,6 +196,9 @@ class RunConfig:
                                                           or self.vca.enabled):
             raise ConfigError("RunConfig", "train.device", self.train.device.value,
                               "cpu with PRES or VCA (their state lives on the host)")
+        if self.train.precision is not Precision.FP32 and self.pres.enabled:
+            raise ConfigError("RunConfig", "train.precision", self.train.precision.value,
+                              "fp32 with PRES")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

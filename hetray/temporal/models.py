@@ -123,7 +123,7 @@ def _masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """
     num, heads, dim = q.shape
     slots = k.shape[1]
-    eye = torch.eye(heads, dtype=q.dtype, device=q.device)
+    eye = torch.eye(heads, device=q.device).to(q.dtype)  # CPU has no half-precision eye
     q_block = (q[:, :, None, :] * eye[None, :, :, None]).reshape(num, heads, heads * dim)
     scores = torch.bmm(q_block, k.reshape(num, slots, -1).transpose(1, 2)) / math.sqrt(dim)
     scores = scores.masked_fill(~mask[:, None, :], -1e9)

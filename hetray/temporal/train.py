@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from hetray.accel.precision import LossScaler, autocast
+from hetray.accel.specs import Precision
 from hetray.temporal.batches import SampledBatch
 from hetray.temporal.memory import MemoryRows, MemoryUpdate, build_update
 from hetray.temporal.models import MemoryTGNN, ModelInputs, ModelOutputs
@@ -110,10 +112,14 @@ def _result(loss: torch.Tensor | float, update: MemoryUpdate, out: ModelOutputs,
 
 def train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer, batch: SampledBatch,
                rows: MemoryRows, memory: np.ndarray, pres: Pres | None = None,
-               vca: Vca | None = None) -> StepResult:
-    """Forward, BCE on positives and negatives (+ PRES's coherence, + VCA), backward, step."""
+               vca: Vca | None = None, precision: Precision = Precision.FP32,
+               scaler: LossScaler | None = None) -> StepResult:
+    """Forward, BCE on positives and negatives (+ PRES's coherence, + VCA), backward, step.
+
+    ``precision`` and ``scaler`` (:mod:`hetray.accel.precision`) apply to the plain step.
+    """
     if pres is None:
-        return _plain_train_step(model, optimizer, batch, rows, memory, vca)
+        return _plain_train_step(model, optimizer, batch, rows, memory, vca, precision, scaler)
     start = time.perf_counter()
     model.train()
     x = to_inputs(batch, rows, memory)
@@ -142,32 +148,51 @@ def _bce(out: ModelOutputs) -> torch.Tensor:
 
 def _plain_train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer,
                       batch: SampledBatch, rows: MemoryRows, memory: np.ndarray,
-                      vca: Vca | None = None) -> StepResult:
+                      vca: Vca | None = None, precision: Precision = Precision.FP32,
+                      scaler: LossScaler | None = None) -> StepResult:
     """The step without PRES (with VCA's penalty when ``vca`` is given)."""
     start = time.perf_counter()
     model.train()
-    out = model(to_inputs(batch, rows, memory).to(model_device(model)))
+    device = model_device(model)
+    with autocast(device, precision):
+        out = _float32(model(to_inputs(batch, rows, memory).to(device)))
     loss = _bce(out)
     if vca is not None:
         loss = loss + vca.penalty(out.pos_logit, out.neg_logit)
     optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
+    if scaler is None:
+        loss.backward()
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
     return _result(loss, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
+
+
+def _float32(out: ModelOutputs) -> ModelOutputs:
+    """``out`` with autocast's half-precision scores and memory back in float32 (else as is)."""
+    if out.pos_logit.dtype == torch.float32 and out.new_memory.dtype == torch.float32:
+        return out
+    return ModelOutputs(pos_logit=out.pos_logit.float(), neg_logit=out.neg_logit.float(),
+                        new_memory=out.new_memory.float(), new_mem_ts=out.new_mem_ts,
+                        memory=out.memory.float())
 
 
 @torch.no_grad()
 def eval_step(model: MemoryTGNN, batch: SampledBatch, rows: MemoryRows,
-              memory: np.ndarray, pres: Pres | None = None) -> StepResult:
+              memory: np.ndarray, pres: Pres | None = None,
+              precision: Precision = Precision.FP32) -> StepResult:
     """Score a batch without gradients (memory is still written back, as in TGN).
 
     With ``pres`` the memory is corrected and PRES's state updated as in training.
     """
     start = time.perf_counter()
     model.eval()
-    x = to_inputs(batch, rows, memory).to(model_device(model))
+    device = model_device(model)
+    x = to_inputs(batch, rows, memory).to(device)
     if pres is None:
-        out = model(x)
+        with autocast(device, precision):
+            out = _float32(model(x))
         return _result(0.0, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
     out, correction, update = _pres_forward(model, x, batch, pres)
     pres.finish(correction, _endpoints(batch), batch.src, batch.dst)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from hetray.accel.specs import DeviceChoice
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.core.errors import ConfigError
 from hetray.mspipe import (
     DataConfig,
@@ -67,6 +67,17 @@ def test_pres_and_vca_need_a_cpu_trainer():
         on(DeviceChoice.CUDA, replace(CONFIG, pres=PresConfig(enabled=True)))
     with pytest.raises(ConfigError, match=r"train\.device.*PRES or VCA"):
         on(DeviceChoice.AUTO, replace(CONFIG, vca=VcaConfig(weight=0.5)))
+
+
+def test_bf16_trains_near_fp32_with_fp32_parameters():
+    fp32_params, fp32 = trained(CONFIG)
+    bf16_cfg = replace(CONFIG, train=replace(CONFIG.train, precision=Precision.BF16))
+    params, bf16 = trained(bf16_cfg)
+    assert all(v.dtype == fp32_params[k].dtype for k, v in params.items())
+    assert not all(torch.equal(v, fp32_params[k]) for k, v in params.items())  # it did halve
+    assert abs(bf16.test.ap - fp32.test.ap) < 0.05
+    with pytest.raises(ConfigError, match=r"train\.precision.*PRES"):
+        replace(bf16_cfg, pres=PresConfig(enabled=True))
 
 
 @pytest.mark.gpu
