@@ -238,11 +238,13 @@ def eval_command(ctx: click.Context, config_file: Path | None, print_config: boo
 
 STUDY_FLAGS = {"sizes": "sizes", "steps": "steps", "horizons": "horizons",
                "learned_sizes": "learned_sizes", "joint_sizes": "joint_sizes",
+               "structure_sizes": "structure_sizes", "structure_nodes": "structure_nodes",
+               "structure_learned_sizes": "structure_learned_sizes",
                "train_steps": "settings.train_steps", "seed": "settings.seed",
                "cpus_per_cell": "cpus_per_cell"}
 STUDY_CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "sizes": _ints, "steps": _ints, "horizons": _floats, "learned_sizes": _ints,
-    "joint_sizes": _ints}
+    "joint_sizes": _ints, "structure_sizes": _ints, "structure_learned_sizes": _ints}
 
 
 @generate.command("study", epilog=EXAMPLES)
@@ -257,6 +259,13 @@ STUDY_CONVERTERS: dict[str, Callable[[Any], Any]] = {
               help="N of the learned-score size sweep (empty: none).")
 @click.option("--joint-sizes", default="16,32", show_default=True,
               help="N of the joint (paradigm 3) cells (empty: none).")
+@click.option("--structure-sizes", default="16,32,64,128", show_default=True,
+              help="N of paradigm 2's exact size sweep (structure given features; empty: "
+                   "no paradigm-2 exact cells).")
+@click.option("--structure-nodes", type=click.IntRange(8, 512), default=32, show_default=True,
+              help="N of paradigm 2's steps and horizon sweeps.")
+@click.option("--structure-learned-sizes", default="16,32", show_default=True,
+              help="N of paradigm 2's learned-score size sweep (empty: none).")
 @click.option("--train-steps", type=click.IntRange(min=1), default=300, show_default=True,
               help="DSM steps of a learned cell.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -303,10 +312,15 @@ def study_command(ctx: click.Context, config_file: Path | None, print_config: bo
                    + ", ".join(p.name for p in figures))
 
 
-def _print_study(s: dict[str, Any]) -> None:
-    for norm, by_n in sorted(s["power_law_over_regular"].items()):
-        ratios = ", ".join(f"N={n}: {v:.3f}" for n, v in by_n.items())
-        click.echo(f"power-law / regular KL ({norm}): {ratios}")
-    click.echo(f"error rises with N: {s['error_rises_with_n']}")
-    click.echo(f"error falls with K: {s['error_falls_with_k']}")
-    click.echo(f"best T at fixed K: {s['best_t']} (interior: {s['best_t_interior']})")
+def _print_study(summary: dict[str, Any]) -> None:
+    for name, s in (("features given the graph", summary),
+                    ("structure given features", summary["structure"])):
+        if not s["error_vs_n"] and not s["error_vs_k"]:
+            continue
+        click.echo(f"-- {name} (exact score) --")
+        for norm, by_n in sorted(s["power_law_over_regular"].items()):
+            ratios = ", ".join(f"N={n}: {v:.3f}" for n, v in by_n.items())
+            click.echo(f"power-law / regular KL ({norm}): {ratios}")
+        click.echo(f"error rises with N: {s['error_rises_with_n']}")
+        click.echo(f"error falls with K: {s['error_falls_with_k']}")
+        click.echo(f"best T at fixed K: {s['best_t']} (interior: {s['best_t_interior']})")

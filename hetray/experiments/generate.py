@@ -164,9 +164,21 @@ def _sweep_panel(ax: Any, rows: pd.DataFrame, axis: str) -> None:
     ps.plain_log_ticks(ax.xaxis, sorted(rows[axis].unique()))
 
 
-def figure_sweep(frame: pd.DataFrame, sweep: str, axis: str, label: str, path: Path) -> Path:
+#: Per paradigm: panel titles per normalisation, the title's note, and the file infix.
+_PARADIGMS = {
+    "features": ({"raw": "raw Laplacian", "sym": "normalised Laplacian"},
+                 "features given the graph", ""),
+    "structure": ({"raw": "raw adjacency", "sym": "degree-normalised adjacency"},
+                  "structure given the features", "_structure"),
+}
+
+
+def figure_sweep(frame: pd.DataFrame, sweep: str, axis: str, label: str, path: Path,
+                 paradigm: str = "features") -> Path:
     """Exact-score KL vs one axis, panels raw / normalised, bound trend dashed."""
-    rows = frame[(frame["sweep"] == sweep) & (frame["score"] == "exact")]
+    rows = frame[(frame["sweep"] == sweep) & (frame["score"] == "exact")
+                 & (frame["paradigm"] == paradigm)]
+    titles, note, _ = _PARADIGMS[paradigm]
     norms = sorted(rows["normalisation"].unique())
     with ps.style():
         fig, axes = plt.subplots(1, len(norms), squeeze=False, sharey=True,
@@ -174,25 +186,26 @@ def figure_sweep(frame: pd.DataFrame, sweep: str, axis: str, label: str, path: P
         for c, norm in enumerate(norms):
             ax = axes[0][c]
             _sweep_panel(ax, rows[rows["normalisation"] == norm], axis)
-            ax.set_title("raw Laplacian" if norm == "raw" else "normalised Laplacian")
+            ax.set_title(titles[norm])
             ax.set_xlabel(label)
         axes[0][0].set_ylabel("KL(generated || true), nats")
         axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
         fig.text(0.01, 0.005, "exact score, Euler-Maruyama; dashed: bound template scaled to "
                  "the first point (constants unknown)", fontsize=7, color="0.4")
-        top = ps.header(fig, f"Convergence study: error vs {label} (features given the graph)",
-                        smoke=False)
+        top = ps.header(fig, f"Convergence study: error vs {label} ({note})", smoke=False)
         return _save(fig, path, top)
 
 
 def write_study_figures(report: StudyReport, out_dir: Path,
                         prefix: str = "generate_study") -> list[Path]:
-    """The three sweep figures of a study into ``out_dir``; returns their paths."""
+    """The sweep figures of a study (each paradigm with exact cells) into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     frame = report.frame()
-    return [figure_sweep(frame, sweep, axis, label, out_dir / f"{prefix}_{name}.png")
-            for sweep, axis, label, name in _SWEEPS
-            if ((frame["sweep"] == sweep) & (frame["score"] == "exact")).any()]
+    exact = frame[frame["score"] == "exact"]
+    return [figure_sweep(frame, sweep, axis, label,
+                         out_dir / f"{prefix}{_PARADIGMS[paradigm][2]}_{name}.png", paradigm)
+            for paradigm in _PARADIGMS for sweep, axis, label, name in _SWEEPS
+            if ((exact["sweep"] == sweep) & (exact["paradigm"] == paradigm)).any()]
 
 
 def write_sample_figure(sets: Mapping[str, list[Any]], path: Path, columns: int = 4) -> Path:

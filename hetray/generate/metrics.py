@@ -1,4 +1,4 @@
-"""Generation metrics: MMD of degree / clustering / spectrum histograms, V.U.N., peak memory.
+"""Generation metrics: MMD of degree / clustering / spectrum histograms, and peak memory.
 
 Glossary: ``S`` graphs in a set, ``H`` histogram bins.
 
@@ -20,9 +20,10 @@ spectrum      200 bins of normalised-Laplacian eigenvalues on     1.0      1
 ============  ==================================================  =======  ================
 
 :func:`gaussian_tv` (``exp(-TV^2 / (2 sigma^2))``) is provided as the alternative GDSS also
-ships. Orbit counts are left out: they need the ORCA C++ counter, which no maintained PyPI
-package provides. Uniqueness and novelty use Weisfeiler-Lehman hashes (an approximation of
-isomorphism classes: distinct hashes are certainly non-isomorphic).
+ships. Orbit counts and the orbit MMD: :mod:`hetray.generate.orbits` (written here: the ORCA
+C++ counter is on no maintained PyPI package; not part of :func:`mmd_all`, so its keys stay
+``{degree, clustering, spectrum}``). Validity, uniqueness and novelty:
+:mod:`hetray.generate.validity`.
 """
 
 from __future__ import annotations
@@ -30,17 +31,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["Memory", "Statistic", "gaussian_emd", "gaussian_tv", "histograms", "mmd",
-           "mmd_all", "peak_memory", "vun"]
+           "mmd_all", "peak_memory"]
 
 #: Graphs above this many nodes get no spectrum (a dense eigendecomposition).
 MAX_SPECTRUM_NODES = 3000
@@ -128,22 +127,6 @@ def mmd(ref: list[sp.csr_matrix], pred: list[sp.csr_matrix], stat: Statistic) ->
 def mmd_all(ref: list[sp.csr_matrix], pred: list[sp.csr_matrix]) -> dict[str, float]:
     """``{degree, clustering, spectrum}`` squared MMDs."""
     return {s.value: mmd(ref, pred, s) for s in Statistic}
-
-
-def _hash(adj: sp.csr_matrix) -> str:
-    with warnings.catch_warnings():  # networkx 3.5 notes its hashes changed: not ours to act on
-        warnings.simplefilter("ignore", UserWarning)
-        return nx.weisfeiler_lehman_graph_hash(nx.from_scipy_sparse_array(adj), iterations=3)
-
-
-def vun(pred: list[sp.csr_matrix], train: list[sp.csr_matrix],
-        valid: Callable[[sp.csr_matrix], bool]) -> dict[str, float]:
-    """Fractions of ``pred`` that are valid, unique (among ``pred``) and novel (not in train)."""
-    hashes = [_hash(g) for g in pred]
-    seen = {_hash(g) for g in train}
-    return {"valid": float(np.mean([valid(g) for g in pred])),
-            "unique": len(set(hashes)) / len(hashes),
-            "novel": float(np.mean([h not in seen for h in hashes]))}
 
 
 @dataclass(slots=True)

@@ -15,10 +15,12 @@ under ``hetray.actors.generate.ray_map``; every number depends only on the cell 
   fixed graph) trained by DSM on fresh draws of ``X``, then ``S`` samples; error = KL of the
   samples' covariance to ``Sigma``, reported with ``floor`` (the same KL for ``S`` exact
   draws: finite-sample bias) so ``kl - floor`` is the learned part.
+- paradigm ``structure`` (paradigm 2), scores ``exact`` and ``learned``: structure given fixed
+  node features on latent-position graphs (:mod:`hetray.generate.latent`,
+  :mod:`hetray.generate.structure`); error = ``sum KL(Bern(q) || Bern(p))`` over the pairs
+  (exact: the sampler's law in closed form; learned: sampled frequencies minus ``floor``).
 - paradigm ``joint`` (paradigm 3): the full-graph model (:class:`FullGraphModel`) trained on
   graphs of the family; error = the sum of degree, clustering and spectrum MMDs.
-
-Paradigm 2 (structure given features) is not built: see ``docs/generate.md``.
 """
 
 from __future__ import annotations
@@ -44,9 +46,11 @@ from hetray.generate.gaussian import (
     gaussian_w2,
     make_gaussian_graph,
 )
+from hetray.generate.latent import LatentGraph, make_latent_graph
 from hetray.generate.nets import NetSpec, ScoreNetX
 from hetray.generate.sampler import SamplerSpec, pc_sample
 from hetray.generate.sde import VPSDE
+from hetray.generate.structure import LearnedSpec, exact_structure, learned_structure
 
 __all__ = ["Cell", "CellResult", "Paradigm", "ScoreKind", "StudySettings", "Sweep",
            "evaluate_cell", "kl_of_covariance"]
@@ -56,6 +60,7 @@ class Paradigm(StrEnum):
     """What is generated."""
 
     FEATURES = "features"
+    STRUCTURE = "structure"
     JOINT = "joint"
 
 
@@ -125,6 +130,7 @@ class CellResult:
     bound: float = math.nan
     mmd: dict[str, float] = field(default_factory=dict)
     error: float = math.nan
+    density_error: float = math.nan
     wall_s: float = 0.0
 
     def row(self) -> dict[str, object]:
@@ -132,7 +138,7 @@ class CellResult:
         out: dict[str, object] = {k: (v.value if isinstance(v, StrEnum) else v)
                                   for k, v in asdict(self.cell).items()}
         out.update(kl=self.kl, w2=self.w2, floor=self.floor, bound=self.bound,
-                   error=self.error, wall_s=self.wall_s)
+                   error=self.error, density_error=self.density_error, wall_s=self.wall_s)
         out.update({f"mmd_{k}": v for k, v in self.mmd.items()})
         return out
 
@@ -230,9 +236,30 @@ def _joint(cell: Cell, settings: StudySettings) -> CellResult:
     return CellResult(cell=cell, mmd=mmd, error=float(sum(mmd.values())))
 
 
+def _latent(cell: Cell, settings: StudySettings) -> LatentGraph:
+    return make_latent_graph(cell.family, cell.num_nodes, cell.normalisation,
+                             settings.seed + cell.seed)
+
+
+def _structure_exact(cell: Cell, settings: StudySettings) -> CellResult:
+    got = exact_structure(_latent(cell, settings), cell.steps, cell.horizon, settings.end_time)
+    return CellResult(cell=cell, **got)
+
+
+def _structure_learned(cell: Cell, settings: StudySettings) -> CellResult:
+    spec = LearnedSpec(train_steps=settings.train_steps, hidden=settings.hidden,
+                       graphs=settings.samples // settings.channels,
+                       seed=settings.seed + cell.seed)
+    got = learned_structure(_latent(cell, settings), cell.steps, cell.horizon,
+                            settings.end_time, spec)
+    return CellResult(cell=cell, **got)
+
+
 _EVALUATORS: dict[tuple[Paradigm, ScoreKind], Callable[[Cell, StudySettings], CellResult]] = {
     (Paradigm.FEATURES, ScoreKind.EXACT): _exact,
     (Paradigm.FEATURES, ScoreKind.LEARNED): _learned,
+    (Paradigm.STRUCTURE, ScoreKind.EXACT): _structure_exact,
+    (Paradigm.STRUCTURE, ScoreKind.LEARNED): _structure_learned,
     (Paradigm.JOINT, ScoreKind.LEARNED): _joint,
 }
 

@@ -4,15 +4,19 @@ Glossary: ``N`` nodes, ``K`` sampler steps, ``T`` horizon (see :mod:`hetray.gene
 
 The grid has three sweeps per family and normalisation, each moving one axis from the
 defaults ``(N0, K0, T0)``: size ``N in sizes`` (exact and learned scores), steps ``K in steps``
-(exact), horizon ``T in horizons`` at ``K_T`` steps (exact), plus joint cells (paradigm 3) at
-``joint_sizes``. A *mapper* runs :func:`~hetray.generate.study.evaluate_cell` on every cell::
+(exact), horizon ``T in horizons`` at ``K_T`` steps (exact), for paradigm 1 (features given the
+graph); the same three sweeps for paradigm 2 (structure given features: size ``N in
+structure_sizes``, steps and horizon at ``structure_nodes``) plus its learned size sweep at
+``structure_learned_sizes``; and joint cells (paradigm 3) at ``joint_sizes``.
+A *mapper* runs :func:`~hetray.generate.study.evaluate_cell` on every cell::
 
     report = run_study(StudyConfig())                      # in this process, one by one
     report = run_study(StudyConfig(), ray_map)             # one Ray task per cell
                                                            # (hetray.actors.generate.ray_map)
     report.summary["power_law_over_regular"]["raw"]
 
-The summary answers the study's four questions with numbers (:func:`summarise`).
+The summary answers the study's four questions with numbers (:func:`summarise`), for
+paradigm 1 at its top level and for paradigm 2 under ``summary["structure"]``.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from hetray.generate.study import (
     evaluate_cell,
 )
 
-__all__ = ["Mapper", "StudyConfig", "StudyReport", "local_map", "run_study", "summarise"]
+__all__ = ["Mapper", "StudyConfig", "StudyReport", "answers", "local_map", "run_study",
+           "summarise"]
 
 #: ``(evaluate, cells, settings) -> results in cell order``.
 Mapper = Callable[[Callable[[Cell, StudySettings], CellResult], list[Cell], StudySettings],
@@ -60,6 +65,10 @@ class StudyConfig:
         default_horizon: ``T0``.
         learned_sizes: ``N`` of the learned-score size sweep (empty: none).
         joint_sizes: ``N`` of the joint cells (empty: none).
+        structure_sizes: ``N`` of paradigm 2's exact size sweep (empty: no paradigm-2
+            exact cells at all).
+        structure_nodes: ``N0`` of paradigm 2's steps and horizon sweeps.
+        structure_learned_sizes: ``N`` of paradigm 2's learned-score size sweep.
         settings: what every cell shares.
         cpus_per_cell: CPUs one Ray task reserves.
     """
@@ -73,35 +82,51 @@ class StudyConfig:
     default_horizon: float = 2.0
     learned_sizes: tuple[int, ...] = (16, 32, 64)
     joint_sizes: tuple[int, ...] = (16, 32)
+    structure_sizes: tuple[int, ...] = (16, 32, 64, 128)
+    structure_nodes: int = 32
+    structure_learned_sizes: tuple[int, ...] = (16, 32)
     settings: StudySettings = field(default_factory=StudySettings)
     cpus_per_cell: float = 1.0
 
     def __post_init__(self) -> None:
         for name, low, high in (("sizes", 8, 4096), ("steps", 1, 100_000),
-                                ("learned_sizes", 8, 1024), ("joint_sizes", 8, 256)):
+                                ("learned_sizes", 8, 1024), ("joint_sizes", 8, 256),
+                                ("structure_sizes", 8, 512),
+                                ("structure_learned_sizes", 8, 256)):
             bad = [v for v in getattr(self, name) if not low <= v <= high]
             if bad:
                 raise ConfigError("StudyConfig", name, bad[0], f"integers in [{low}, {high}]")
+        if not 8 <= self.structure_nodes <= 512:
+            raise ConfigError("StudyConfig", "structure_nodes", self.structure_nodes,
+                              "an integer in [8, 512]")
         bad_t = [t for t in self.horizons if not 0 < t <= 100]
         if bad_t:
             raise ConfigError("StudyConfig", "horizons", bad_t[0], "in (0, 100]")
 
+    def _sweeps(self, n0: int, sizes: tuple[int, ...],
+                learned: tuple[int, ...]) -> list[tuple[Sweep, ScoreKind, int, int, float]]:
+        """``(sweep, score, N, K, T)`` of one paradigm's exact sweeps and learned sizes."""
+        k0, t0 = self.default_steps, self.default_horizon
+        axes = [(Sweep.SIZE, ScoreKind.EXACT, n, k0, t0) for n in sizes]
+        if sizes:
+            axes += [(Sweep.STEPS, ScoreKind.EXACT, n0, k, t0) for k in self.steps]
+            axes += [(Sweep.HORIZON, ScoreKind.EXACT, n0, self.horizon_steps, t)
+                     for t in self.horizons]
+        return axes + [(Sweep.SIZE, ScoreKind.LEARNED, n, k0, t0) for n in learned]
+
     def grid(self) -> list[Cell]:
-        """Every cell: exact sweeps, learned size sweep, joint cells."""
+        """Every cell: paradigm 1's and paradigm 2's sweeps, then the joint cells."""
+        paradigms = ((Paradigm.FEATURES, self._sweeps(self.num_nodes, self.sizes,
+                                                      self.learned_sizes)),
+                     (Paradigm.STRUCTURE, self._sweeps(self.structure_nodes,
+                                                       self.structure_sizes,
+                                                       self.structure_learned_sizes)))
         cells = []
         for fam in Family:
-            for norm in Normalisation:
-                axes = [(Sweep.SIZE, ScoreKind.EXACT, n, self.default_steps, self.default_horizon)
-                        for n in self.sizes]
-                axes += [(Sweep.STEPS, ScoreKind.EXACT, self.num_nodes, k, self.default_horizon)
-                         for k in self.steps]
-                axes += [(Sweep.HORIZON, ScoreKind.EXACT, self.num_nodes, self.horizon_steps, t)
-                         for t in self.horizons]
-                axes += [(Sweep.SIZE, ScoreKind.LEARNED, n, self.default_steps,
-                          self.default_horizon) for n in self.learned_sizes]
-                cells += [Cell(paradigm=Paradigm.FEATURES, score=s, family=fam,
-                               normalisation=norm, num_nodes=n, steps=k, horizon=t, sweep=w)
-                          for w, s, n, k, t in axes]
+            for paradigm, axes in paradigms:
+                cells += [Cell(paradigm=paradigm, score=s, family=fam, normalisation=norm,
+                               num_nodes=n, steps=k, horizon=t, sweep=w)
+                          for norm in Normalisation for w, s, n, k, t in axes]
             cells += [Cell(paradigm=Paradigm.JOINT, score=ScoreKind.LEARNED, family=fam,
                            normalisation=Normalisation.RAW, num_nodes=n,
                            steps=self.default_steps, horizon=1.0, sweep=Sweep.SIZE)
@@ -158,31 +183,49 @@ def _falling(values: dict[str, float]) -> bool:
     return all(b < a for a, b in itertools.pairwise(ordered))
 
 
-def summarise(frame: pd.DataFrame) -> dict[str, Any]:
-    """The four answers: error vs N, power-law / regular (raw, sym), error vs K, best T."""
-    size, steps = _series(frame, "size", "num_nodes"), _series(frame, "steps", "steps")
-    horizon = _series(frame, "horizon", "horizon")
-    ratio = {norm: {n: by["power-law"][n] / by["regular"][n] for n in by["regular"]}
-             for norm, by in size.items()}
+def _ratios(by_norm: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Power-law / regular error per normalisation and ``N``."""
+    return {norm: {n: by["power-law"][n] / by["regular"][n] for n in by["regular"]}
+            for norm, by in by_norm.items() if {"power-law", "regular"} <= set(by)}
+
+
+def _gap_shrinks(ratio: dict[str, dict[str, float]]) -> dict[str, bool]:
+    """Per ``N``: is ``|ratio - 1|`` smaller with normalisation than without?"""
+    if not {"raw", "sym"} <= set(ratio):
+        return {}
+    return {n: abs(ratio["sym"][n] - 1.0) < abs(v - 1.0) for n, v in ratio["raw"].items()
+            if n in ratio["sym"]}
+
+
+def answers(frame: pd.DataFrame, paradigm: str) -> dict[str, Any]:
+    """One paradigm's four answers: error vs N, power-law / regular, error vs K, best T."""
+    size = _series(frame, "size", "num_nodes", paradigm=paradigm)
+    steps = _series(frame, "steps", "steps", paradigm=paradigm)
+    horizon = _series(frame, "horizon", "horizon", paradigm=paradigm)
+    ratio = _ratios(size)
     best = {norm: {fam: float(min(v, key=v.get)) for fam, v in by.items()}
             for norm, by in horizon.items()}
     horizons = sorted({float(t) for by in horizon.values() for v in by.values() for t in v})
-    learned = _series(frame, "size", "num_nodes", score="learned")
+    learned = _series(frame, "size", "num_nodes", score="learned", paradigm=paradigm)
     return {
         "error_vs_n": size, "error_rises_with_n": {n: {f: _rising(v) for f, v in by.items()}
                                                    for n, by in size.items()},
-        "power_law_over_regular": ratio,
+        "power_law_over_regular": ratio, "gap_shrinks_with_normalisation": _gap_shrinks(ratio),
         "error_vs_k": steps, "error_falls_with_k": {n: {f: _falling(v) for f, v in by.items()}
                                                    for n, by in steps.items()},
         "error_vs_t": horizon, "best_t": best,
         "best_t_interior": {n: {f: horizons[0] < t < horizons[-1] for f, t in by.items()}
                             for n, by in best.items()} if horizons else {},
-        "learned_error_vs_n": learned,
-        "learned_power_law_over_regular": {
-            norm: {n: by["power-law"][n] / by["regular"][n] for n in by["regular"]}
-            for norm, by in learned.items() if {"power-law", "regular"} <= set(by)},
-        "joint_error_vs_n": _series(frame, "size", "num_nodes", "learned", "joint"),
+        "learned_error_vs_n": learned, "learned_power_law_over_regular": _ratios(learned),
     }
+
+
+def summarise(frame: pd.DataFrame) -> dict[str, Any]:
+    """Paradigm 1's answers (top level), paradigm 2's (``structure``), the joint cells."""
+    out = answers(frame, "features")
+    out["structure"] = answers(frame, "structure")
+    out["joint_error_vs_n"] = _series(frame, "size", "num_nodes", "learned", "joint")
+    return out
 
 
 def run_study(config: StudyConfig, mapper: Mapper | None = None) -> StudyReport:

@@ -64,12 +64,15 @@ def test_train_resume_sample_and_study_locally(tmp_path, one_torch_thread):
     assert int(saved["num_nodes"]) == 60
     study = runner.invoke(cli, ["--quiet", "generate", "study", "--sizes", "16,32",
                                 "--steps", "10,50", "--horizons", "0.5,2",
-                                "--learned-sizes", "", "--joint-sizes", "", "--local",
+                                "--learned-sizes", "", "--joint-sizes", "",
+                                "--structure-sizes", "8,16", "--structure-nodes", "8",
+                                "--structure-learned-sizes", "", "--local",
                                 "--out", str(tmp_path / "s")])
     assert study.exit_code == 0, study.output
     assert "power-law / regular" in study.output
     data = json.loads((tmp_path / "s" / "study.json").read_text())
-    assert data["summary"]["num_cells"] == 2 * 2 * (2 + 2 + 2)
-    assert sorted(p.name for p in (tmp_path / "s").glob("*.png")) == [
-        "generate_study_error_vs_k.png", "generate_study_error_vs_n.png",
-        "generate_study_error_vs_t.png"]
+    assert data["summary"]["num_cells"] == 2 * 2 * (2 + 2 + 2) * 2
+    assert "structure given features" in study.output
+    assert sorted(p.name for p in (tmp_path / "s").glob("*.png")) == sorted(
+        f"generate_study{part}_error_vs_{axis}.png" for part in ("", "_structure")
+        for axis in "knt")

@@ -17,7 +17,8 @@ from hetray.generate.study_run import StudyConfig, run_study
 def study():
     return run_study(StudyConfig(sizes=(16, 32, 64), steps=(10, 100, 1000),
                                  horizons=(0.25, 1.0, 10.0), num_nodes=32,
-                                 learned_sizes=(), joint_sizes=()))
+                                 learned_sizes=(), joint_sizes=(), structure_sizes=(),
+                                 structure_learned_sizes=()))
 
 
 def test_exact_study_shows_the_bound_trends(study):
