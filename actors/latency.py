@@ -12,6 +12,7 @@ gloo); with one worker it is step for step the in-process :func:`hetray.latency.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,34 +36,45 @@ def _failure(index: int, cause: str) -> ActorFailedError:
 
 @dataclass
 class RayWorkers:
-    """:class:`hetray.latency.collect.DeviceWorkers` on Ray: one actor per device, in turn."""
+    """:class:`hetray.latency.collect.DeviceWorkers` on Ray: one actor per device.
+
+    Each actor lives from its device's first chunk to :meth:`release`; ``collect`` with
+    ``parallel`` devices keeps at most that many (one CPU each) alive at once.
+    """
 
     config: CollectConfig
-    _device: str = ""
-    _group: ActorGroup[Measurer] | None = field(default=None, repr=False)
+    _groups: dict[str, ActorGroup[Measurer]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _start(self, device: str) -> ActorGroup[Measurer]:
-        self.close()
         threads = BY_NAME[device].threads
         options = {"num_cpus": threads, "max_restarts": 0, "max_concurrency": 1,
                    "runtime_env": {"env_vars": {"TVM_NUM_THREADS": str(threads)}}}
-        init = WorkerInit.of(device, self.config.repeat, self.config.min_repeat_ms)
+        init = WorkerInit.of(device, self.config.repeat, self.config.min_repeat_ms,
+                             self.config.budget_ms)
         placement = GroupPlacement(bundles=({"CPU": float(threads)},), options=options)
-        self._group = create_group(Measurer, [init], placement=placement, on_failure=_failure,
-                                   timeout_s=MEASURE_TIMEOUT_S, role="latency/measurer")
-        self._device = device
-        return self._group
+        return create_group(Measurer, [init], placement=placement, on_failure=_failure,
+                            timeout_s=MEASURE_TIMEOUT_S, role="latency/measurer")
 
     def measure(self, device: str, programs: list[tuple[str, int]]) -> list[dict]:
         """Measure ``programs`` on the actor of ``device`` (started on first use)."""
-        group = self._group if device == self._device and self._group else self._start(device)
+        with self._lock:
+            if device not in self._groups:
+                self._groups[device] = self._start(device)
+            group = self._groups[device]
         return group.execute_single(0, Measurer.measure, programs)
 
+    def release(self, device: str) -> None:
+        """Stop the actor of ``device`` (frees its CPUs)."""
+        with self._lock:
+            group = self._groups.pop(device, None)
+        if group is not None:
+            group.shutdown()
+
     def close(self) -> None:
-        """Stop the current device's actor (frees its CPUs)."""
-        if self._group is not None:
-            self._group.shutdown()
-            self._group = None
+        """Stop every actor still alive."""
+        for device in list(self._groups):
+            self.release(device)
 
 
 def ray_train_loop(config: dict) -> None:

@@ -1,7 +1,7 @@
 """CDMPP vs gradient-boosted trees on programs compiled and measured here; the planner link.
 
 Reads ``benchmarks/data/latency.parquet`` (``hetray latency collect``; programs sampled from
-MetaSchedule's design space, measured on four devices: threads {1, 2} x ISA {x86-64, znver4})
+MetaSchedule's design space, measured on three one-thread devices: ISA {x86-64, haswell, znver4})
 and writes ``benchmarks/results/latency.json`` plus ``docs/plots/latency_pred_vs_measured.png``.
 Usage::
 
@@ -10,7 +10,7 @@ Usage::
 
 Keys: ``cross_model.{mape_cdmpp, mape_gbt, mape_device_mean, seconds_cdmpp, seconds_gbt}``
 (held-out families :data:`HOLDOUT`), ``cross_device.{mape_kmeans, mape_random,
-mape_zero_shot, mape_gbt, seconds_*}`` (pre-train on t1/t2-x86-64, fine-tune on t1-znver4
+mape_zero_shot, mape_gbt, seconds_*}`` (pre-train on t1-x86-64 + t1-haswell, fine-tune on t1-znver4
 with K = 10 tasks), ``in_distribution.*`` (stratified 80/20), ``planner.layer_mape`` (the GPT
 layer on t1-znver4 predicted by the fine-tuned model vs measured, percent),
 ``ray_vs_local_max_rel_diff`` (Ray Train TorchTrainer, one CPU worker, against the in-process
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import time
 from dataclasses import replace
@@ -80,7 +79,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="programs dataset (Parquet)")
     parser.add_argument("--plot", type=Path, default=PLOT, help="predicted-vs-measured PNG")
     args = parser.parse_args()
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    torch.set_num_threads(1)  # shared 2-core box: in-distribution fit 751 s on 2 threads, 74 on 1
     start_uptime, start = uptime(), time.perf_counter()
     data = dataset.load(args.data)
     cfg = TrainConfig(epochs=8 if args.quick else 60)

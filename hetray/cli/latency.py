@@ -44,26 +44,31 @@ def latency() -> None:
               help="Programs sampled per task (seeds 0..N-1).")
 @click.option("--families", default="", help="Workload families, comma-separated (default all).")
 @click.option("--tasks", default="", help="Task names, comma-separated (wins over --families).")
-@click.option("--devices", default="", help="Devices, comma-separated: t1-x86-64, t2-x86-64, "
-                                            "t1-znver4, t2-znver4 (default all).")
-@click.option("--repeat", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="Timing repeats per program (mean and std are stored).")
-@click.option("--min-repeat-ms", type=click.IntRange(1, 10_000), default=10, show_default=True,
-              help="Least milliseconds of one timing repeat.")
+@click.option("--devices", default="", help="Devices, comma-separated: t1-x86-64, t1-haswell, "
+                                            "t1-znver4 (default all).")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=30, show_default=True,
+              help="Most timing repeats per program (the least is the label; mean, std kept).")
+@click.option("--min-repeat-ms", type=click.IntRange(1, 10_000), default=1, show_default=True,
+              help="Milliseconds of one timing repeat (short repeats dodge preemption).")
+@click.option("--budget-ms", type=click.IntRange(1, 100_000), default=60, show_default=True,
+              help="Timing milliseconds per program (sets the repeat count, at least 3).")
+@click.option("--parallel", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Devices measured at once, one CPU each (Ray only; <= free cores).")
 @click.option("--chunk", type=click.IntRange(1, 100_000), default=64, show_default=True,
               help="Programs per measurement call (the file is appended after each).")
 @click.option("--local", is_flag=True, help="Measure in this process (one device per run).")
 @address_option
 @handle_errors
 def collect_command(out: Path, schedules: int, families: str, tasks: str, devices: str,
-                    repeat: int, min_repeat_ms: int, chunk: int, local: bool,
+                    repeat: int, min_repeat_ms: int, budget_ms: int, parallel: int, chunk: int,
+                    local: bool,
                     address: str | None, ship_project: bool) -> None:
     """Sample, compile and time tensor programs; append them to a Parquet dataset."""
     from hetray.latency.collect import CollectConfig, LocalWorkers, collect
 
     config = CollectConfig(schedules=schedules, families=_words(families), tasks=_words(tasks),
                            devices=_words(devices), repeat=repeat, min_repeat_ms=min_repeat_ms,
-                           chunk=chunk)
+                           budget_ms=budget_ms, chunk=chunk, parallel=1 if local else parallel)
     if local:
         workers = LocalWorkers(config)
     else:

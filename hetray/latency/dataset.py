@@ -73,6 +73,8 @@ def append(path: Path, rows: list[dict]) -> int:
     """Add ``rows`` (dicts with the :data:`SCHEMA` columns) to ``path``; returns the row count."""
     new = pa.Table.from_pylist(rows, schema=SCHEMA)
     table = pa.concat_tables([pq.read_table(path, schema=SCHEMA), new]) if path.exists() else new
+    # a program's devices side by side: its identical leaf lists then compress to almost nothing
+    table = table.sort_by([("task", "ascending"), ("seed", "ascending"), ("device", "ascending")])
     tmp = path.with_suffix(".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, tmp, compression="zstd", compression_level=19)

@@ -4,14 +4,17 @@ A program is ``(task, seed)``: the seed picks one of the task's MetaSchedule des
 (``PostOrderApply`` with the default LLVM rules, built for :data:`DESIGN_TARGET` so every
 device compiles the same program) and re-samples every random decision of its trace (TenSet's
 "random programs per task", MetaSchedule's ``ReplayTrace``); the default LLVM postprocessors
-then make it concrete. Timing is ``time_evaluator`` with the CPU cache flushed before every
-run (``cache_flush_cpu_non_first_arg``), ``repeat`` runs of at least ``min_repeat_ms`` each.
+then make it concrete. Timing (:class:`Timing`) is the least of many short
+``time_evaluator`` repeats, each after a CPU cache flush (``cache_flush_cpu_non_first_arg``):
+on a shared machine preemption only ever adds time, and a short repeat is the likeliest to
+run undisturbed (a 10 ms repeat always spans several scheduler slices).
 
 TVM is imported inside the functions (importing it costs seconds to minutes on a loaded box).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,11 +32,29 @@ DESIGN_TARGET = {"kind": "llvm", "mcpu": "x86-64", "num-cores": 2}
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Timing:
-    """How one program is timed: ``repeat`` means of ``>= min_repeat_ms`` each, cache flushed."""
+    """How one program is timed (robust to load: the least of many short repeats).
 
-    repeat: int = 5
-    min_repeat_ms: int = 10
-    number: int = 1
+    A first run (which also warms up) gives the time ``t`` of one run; each repeat then makes
+    ``number = ceil(repeat_ms / t)`` runs after a cache flush, and there are
+    ``clip(budget_ms / (number t), min_repeats, repeat)`` repeats.
+
+    Attributes:
+        repeat: most repeats; min_repeats: fewest; repeat_ms: target length of one repeat;
+        budget_ms: target timing time of one program (slow programs get ``min_repeats``).
+    """
+
+    repeat: int = 30
+    min_repeats: int = 3
+    repeat_ms: float = 1.0
+    budget_ms: float = 60.0
+
+    def plan(self, run_s: float) -> tuple[int, int]:
+        """``(number, repeats)`` for a program whose single run took ``run_s`` seconds."""
+        run_s = max(run_s, 1e-9)
+        number = max(1, math.ceil(self.repeat_ms / 1e3 / run_s))
+        repeats = int(np.clip(round(self.budget_ms / 1e3 / (number * run_s)), self.min_repeats,
+                              max(self.min_repeats, self.repeat)))
+        return number, repeats
 
 
 @lru_cache(maxsize=64)
@@ -115,10 +136,11 @@ def build_and_time(sch: Any, target: dict[str, object], timing: Timing,
 
     exe = tvm.compile(sch.mod, target=tvm.target.Target(target))
     dev = tvm.cpu()
-    func = sch.mod["main"]
-    args = _inputs(func, dev, np.random.default_rng(seed))
-    evaluator = exe.jit().time_evaluator("main", dev, number=timing.number, repeat=timing.repeat,
-                                         min_repeat_ms=timing.min_repeat_ms,
-                                         f_preproc="cache_flush_cpu_non_first_arg")
+    func = exe.jit()
+    args = _inputs(sch.mod["main"], dev, np.random.default_rng(seed))
+    probe = func.time_evaluator("main", dev, number=1, repeat=1)(*args).mean
+    number, repeats = timing.plan(float(probe))
+    evaluator = func.time_evaluator("main", dev, number=number, repeat=repeats,
+                                    f_preproc="cache_flush_cpu_non_first_arg")
     results = np.asarray(evaluator(*args).results, dtype=np.float64)
     return float(results.mean()), float(results.std()), float(results.min())

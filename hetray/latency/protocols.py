@@ -114,7 +114,7 @@ def cross_model(data: Programs, holdout: tuple[str, ...], cfg: TrainConfig,
 class CrossDevice:
     """Cross-device settings: sources, target, ``k`` tasks, fine-tune epochs, random draws."""
 
-    sources: tuple[str, ...] = ("t1-x86-64", "t2-x86-64")
+    sources: tuple[str, ...] = ("t1-x86-64", "t1-haswell")
     target: str = "t1-znver4"
     k: int = 10
     finetune_epochs: int = 40

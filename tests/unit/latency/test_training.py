@@ -13,7 +13,7 @@ from hetray.latency.protocols import finetune, stratified_split, train_cdmpp
 from hetray.latency.train import TrainConfig
 from tests.unit.latency.helpers import synthetic_file
 
-TINY = TrainConfig(epochs=40, batch=32, lr=3e-3)
+TINY = TrainConfig(epochs=40, batch=32, lr=1e-3)
 
 
 @pytest.fixture(autouse=True)
