@@ -110,8 +110,8 @@ class WindowSpec:
     def bounds(self, t: np.ndarray) -> np.ndarray:
         """int64 (W + 1,) offsets into the time-sorted events: window ``w`` is ``[b_w, b_w+1)``.
 
-        Example:
-            >>> WindowSpec(WindowKind.TIME, 3).bounds(np.array([0., 0., 1., 1., 3.])).tolist()
+        Example (four spans of 0.75 over ``[0, 3]``; the third holds no event):
+            >>> WindowSpec(WindowKind.TIME, 4).bounds(np.array([0., 0., 1., 1., 3.])).tolist()
             [0, 2, 4, 4, 5]
         """
         n = len(t)

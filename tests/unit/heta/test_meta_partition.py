@@ -55,10 +55,12 @@ def test_meta_partition_invariants(stats, depth, data):
     assert len(owned) == len(set(owned))
     assert set(owned) == set().union(*(p.node_types for p in plan.partitions))
     assert "t0" in plan.partitions[0].owned_types
-    # balance: LPT is within 4/3 of optimal, so within 4/3 * max(mean, heaviest branch)
+    # balance: LPT is a list schedule, so Graham's bound holds without knowing the optimum:
+    # the fullest partition has at most the mean load plus (1 - 1/k) of the heaviest branch
+    # (4/3 * max(mean, heaviest) does not: branches 3, 3, 3, 2 on k = 3 need 5 > 4/3 * 11/3)
     heaviest = max(s.weight for s in plan.branches)
     mean = sum(s.weight for s in plan.branches) / k
-    assert max(p.weight for p in plan.partitions) <= 4 / 3 * max(mean, heaviest) + 1e-9
+    assert max(p.weight for p in plan.partitions) <= mean + (1 - 1 / k) * heaviest + 1e-9
     assert plan.report()["imbalance"] == pytest.approx(plan.imbalance)
 
 
