@@ -22,11 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from hetray.core.errors import ConfigError, HetrayError, TemporalDataError
-from hetray.core.limits import check_limit
+from hetray.core.errors import ConfigError, TemporalDataError
 from hetray.core.storage import RunStorage
 from hetray.mspipe.staleness import PassReport
-from hetray.temporal.data import one_line
+from hetray.temporal.data import one_line, read_bounded_parquet
 
 logger = logging.getLogger(__name__)
 
@@ -133,16 +132,7 @@ def parse_evaluation(data: bytes, source: str) -> SavedEvaluation:
             metadata (names ``source`` and the row).
         ConfigError: more rows than the ``graph_edges`` limit.
     """
-    try:
-        with pq.ParquetFile(pa.BufferReader(data)) as handle:
-            check_limit("graph_edges", handle.metadata.num_rows, source, "rows")
-            _check_schema(handle.schema_arrow, source)
-            table = handle.read()
-    except HetrayError:
-        raise
-    except (pa.ArrowException, OSError, ValueError, MemoryError) as err:
-        raise TemporalDataError(source, 0, type(err).__name__,
-                                f"not a readable Parquet file: {one_line(err)}") from err
+    table = read_bounded_parquet(pa.py_buffer(data), source, _check_schema)
     for name in _COLUMNS:
         if table.column(name).null_count:
             raise TemporalDataError(source, 0, None, f"column {name!r} holds nulls")

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,16 +146,7 @@ class EventStream:
             ConfigError: more rows, nodes or feature columns than the limits.
         """
         source = str(path)
-        try:
-            with pq.ParquetFile(path) as handle:
-                check_limit("graph_edges", handle.metadata.num_rows, source, "rows")
-                _check_arrow_schema(handle.schema_arrow, source)
-                table = handle.read()
-        except HetrayError:
-            raise
-        except (pa.ArrowException, OSError, ValueError, MemoryError) as err:
-            raise TemporalDataError(source, 0, type(err).__name__,
-                                    f"not a readable Parquet file: {one_line(err)}") from err
+        table = read_bounded_parquet(path, source, _check_arrow_schema)
         if not table.num_rows:
             raise TemporalDataError(source, 0, 0, "the file holds no events")
         return cls.from_arrow(table, source)
@@ -209,6 +201,32 @@ def _arrow_values(table: pa.Table, name: str, source: str) -> np.ndarray:
         row = int(nulls[0]) + 1 if len(nulls) else 0
         raise TemporalDataError(source, row, None, f"column {name!r} holds a null")
     return values.to_numpy(zero_copy_only=False)
+
+
+def read_bounded_parquet(file: Path | pa.Buffer, source: str,
+                         check_schema: Callable[[pa.Schema, str], None]) -> pa.Table:
+    """The table of an untrusted Parquet ``file``, read only after its row count and schema pass.
+
+    Args:
+        file: a path, or the file's bytes.
+        source: the name errors give.
+        check_schema: raises a :class:`HetrayError` naming ``source`` for a wrong schema.
+
+    Raises:
+        TemporalDataError: not a readable Parquet file (names ``source``).
+        ConfigError: more rows than the ``graph_edges`` limit.
+    """
+    opened = pa.BufferReader(file) if isinstance(file, pa.Buffer) else file
+    try:
+        with pq.ParquetFile(opened) as handle:
+            check_limit("graph_edges", handle.metadata.num_rows, source, "rows")
+            check_schema(handle.schema_arrow, source)
+            return handle.read()
+    except HetrayError:
+        raise
+    except (pa.ArrowException, OSError, ValueError, MemoryError) as err:
+        raise TemporalDataError(source, 0, type(err).__name__,
+                                f"not a readable Parquet file: {one_line(err)}") from err
 
 
 def one_line(err: BaseException) -> str:
