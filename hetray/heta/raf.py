@@ -135,7 +135,7 @@ class RafWorker:
         self.labels = hg.labels.to(self.device)
         self.model = MetatreeHGNN(tree=self.tree, trunk=plan.trunk, inputs=input_specs(hg),
                                   num_classes=hg.num_classes,
-                                  config=config.model).to(dtype).to(self.device)
+                                  config=config.model).to(self.device, dtype)
         self.optimizer = make_optimizer(self.model, config)
         self.scaler = LossScaler(self.device, config.precision)
         self.bytes_sent = 0

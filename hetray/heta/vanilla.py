@@ -97,7 +97,7 @@ class VanillaWorker:
         self.labels = hg.labels.to(self.device)
         self.model = MetatreeHGNN(tree=plan.tree, trunk=plan.trunk, inputs=input_specs(hg),
                                   num_classes=hg.num_classes,
-                                  config=config.model).to(config.model.dtype).to(self.device)
+                                  config=config.model).to(self.device, config.model.dtype)
         self.optimizer = make_optimizer(self.model, config)
         self.scaler = LossScaler(self.device, config.precision)
         itemsize = torch.finfo(config.model.dtype).bits // 8
