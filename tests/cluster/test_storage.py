@@ -114,7 +114,8 @@ def test_stage_actors_write_their_checkpoints_to_the_drivers_storage_and_resume(
 
     def kill_after_step_one(step: StepReport) -> None:
         if step.step == 0:  # the stages' metrics reach the node's Prometheus endpoint
-            exported.append(_scrape_until(two_nodes.metrics_url, "ray_hetray_step_seconds", 30))
+            # wait for this run's stage gauge: the node may still export other groups' gauges
+            exported.append(_scrape_until(two_nodes.metrics_url, 'actor="pipeline/stage/0@', 30))
         if step.step == 1:
             kill_named("pipeline/stage/0@")
 
@@ -123,6 +124,7 @@ def test_stage_actors_write_their_checkpoints_to_the_drivers_storage_and_resume(
     assert CheckpointLog(storage).latest().position == 2
     assert 'actor="pipeline/stage/0@' in exported[0]
     assert 'ray_hetray_bytes_sent_total{' in exported[0]
+    assert 'ray_hetray_step_seconds{' in exported[0]
     resumed = run(config, PipelineBackend(), storage=storage, resume=True)
     assert [r.loss for r in resumed.steps] == pytest.approx(uninterrupted, abs=1e-5)
     parts = [p.name for p in _files(tmp_path / "runs" / "llm" / "checkpoints")]
