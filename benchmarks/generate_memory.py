@@ -59,26 +59,35 @@ def _status(field: str) -> int:
         return int(next(x for x in f if x.startswith(field + ":")).split()[1]) * 1024
 
 
-def _model_and_data(kind: str, num_nodes: int) -> tuple[Any, Any, list[int]]:
-    """``(model, training tensors, sizes to sample)`` of a case (``num_nodes`` 0: quality)."""
+#: The quality section's two settings: name -> SBM blocks and generator seed.
+QUALITY = {"quality": ((4, 5), 1), "quality_2_3_blocks": ((2, 3), 0)}
+
+
+def _model_and_data(kind: str, setting: str) -> tuple[Any, Any, list[int]]:
+    """``(model, training tensors, sizes to sample)`` of a case.
+
+    ``setting``: a key of :data:`QUALITY` (exactly that quality setting: batch 8, all its
+    test sizes) or a node count (one SBM graph of that size, batch = all of it).
+    """
     model = SBGDModel(spec(1, 1)) if kind == "sbgd" else FullGraphModel(spec(1, 1))
-    if num_nodes == 0:  # exactly the quality section's setting: batch 8, all test sizes
+    if setting in QUALITY:
+        blocks, seed = QUALITY[setting]
         train, test = split(make_dataset(DataSpec(dataset=Dataset.SBM, num_graphs=60,
-                                                  blocks=(2, 3))))
+                                                  blocks=blocks, seed=seed)))
         return model, model.tensors(train), [g.shape[0] for g in test]
-    data = model.tensors([sbm_graph(num_nodes, 0)])
+    data = model.tensors([sbm_graph(int(setting), 0)])
     model.trainer.spec = TrainSpec(steps=1, batch_size=len(data))
-    return model, data, [num_nodes]
+    return model, data, [int(setting)]
 
 
-def measure_child(kind: str, phase: str, num_nodes: int) -> dict[str, float]:
+def measure_child(kind: str, phase: str, setting: str) -> dict[str, float]:
     """(In a fresh child) peak RSS of one training step or one sampling call.
 
     SBGD samples one chunk of ``C`` blocks (one sampler worker's peak); the full model samples
     every requested graph together, as the quality section does.
     """
     torch.set_num_threads(1)
-    model, data, sizes = _model_and_data(kind, num_nodes)
+    model, data, sizes = _model_and_data(kind, setting)
     if phase == "train":
         model.trainer.step(data.take(torch.tensor([0])))  # warm-up
         with peak_memory() as mem:
@@ -111,30 +120,32 @@ def memory(quick: bool) -> dict[str, Any]:
     import psutil
 
     sizes = (128, 256) if quick else (256, 512, 1024)
-    quality_repeats, size_repeats = (1, 1) if quick else (5, 2)
+    quality_repeats, size_repeats = (1, 1) if quick else (3, 2)
     os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"  # read by every child's glibc at start
-    cases = [(kind, phase, n) for r in range(max(quality_repeats, size_repeats))
-             for n in (0, *sizes) if r < (quality_repeats if n == 0 else size_repeats)
+    settings = [*QUALITY, *map(str, sizes)]
+    cases = [(kind, phase, name) for r in range(max(quality_repeats, size_repeats))
+             for name in settings if r < (quality_repeats if name in QUALITY else size_repeats)
              for phase in ("train", "sample") for kind in ("full", "sbgd")]
     rows: dict[str, dict[str, dict[str, list[float]]]] = {}
-    for (kind, phase, n), got in zip(cases, _pool_map(measure_child, cases), strict=True):
-        rows.setdefault(phase, {}).setdefault(kind, {}).setdefault(
-            str(n) if n else "quality", []).append(got["peak_bytes"])
+    for (kind, phase, name), got in zip(cases, _pool_map(measure_child, cases), strict=True):
+        rows.setdefault(phase, {}).setdefault(kind, {}).setdefault(name, []).append(
+            got["peak_bytes"])
     spread = {p: {k: {n: _spread(v) for n, v in by.items()} for k, by in kinds.items()}
               for p, kinds in rows.items()}
     med = {p: {k: {n: s["median"] for n, s in by.items()} for k, by in kinds.items()}
            for p, kinds in spread.items()}
     top = str(sizes[-1])
     ratio = {p: med[p]["full"][top] / max(med[p]["sbgd"][top], 1.0) for p in med}
-    at_quality = {p: med[p]["full"]["quality"] / max(med[p]["sbgd"]["quality"], 1.0)
-                  for p in med}
+    at_quality = {name: {p: med[p]["full"][name] / max(med[p]["sbgd"][name], 1.0) for p in med}
+                  for name in QUALITY}
     worst = {p: min(rows[p]["full"]["quality"]) / max(rows[p]["sbgd"]["quality"])
              for p in rows}
     available = psutil.virtual_memory().available
     fits = {p: _fit_quadratic(sizes, [med[p]["full"][str(n)] for n in sizes]) for p in med}
     full_max = {p: int(math.sqrt(max(available - a, 0.0) / b)) for p, (a, b) in fits.items()}
     return {"peak_bytes": med, "peak_bytes_spread": spread, "memory_ratio": ratio,
-            "at_num_nodes": sizes[-1], "memory_ratio_at_quality": at_quality,
+            "at_num_nodes": sizes[-1], "memory_ratio_at_quality": at_quality["quality"],
+            "memory_ratio_at_quality_2_3_blocks": at_quality["quality_2_3_blocks"],
             "memory_ratio_at_quality_worst_pair": worst, "available_bytes": available,
             "full_fit_bytes": {p: {"a": a, "b_per_node_squared": b} for p, (a, b) in fits.items()},
             "full_max_nodes": full_max,
