@@ -37,7 +37,9 @@ from hetray.actors.pipeline import RayBackend
 from pipeline_load import (
     LOADED,
     Neighbour,
+    busy_fractions,
     headline_cell,
+    host_busy_core_s,
     loaded_round,
     sized_extra_warmup,
     table,
@@ -208,6 +210,8 @@ class Rounds:
     extra: int
     loaded: dict[str, list[float]]
     sizing: dict[str, dict[str, float]]
+    busy: dict[str, list[float]]
+    busy_loaded: dict[str, list[float]]
 
 
 def _start_capped(memory: dict[Schedule, tuple[int, int]], link: LinkSpec, extra: int,
@@ -223,9 +227,13 @@ def one_round(step: int, drivers: dict[Schedule, PipelineDriver],
     """Step ``step`` of every run (link on and off; capped runs link on); ``keep``: record."""
     for schedule, driver in drivers.items():
         for link_on in (True, False):
+            before = host_busy_core_s()
             sample = timed_step(driver, link if link_on else None, step)
             if keep:
                 rounds.samples[(link_on, schedule)].append(sample)
+                if link_on:
+                    rounds.busy.setdefault(schedule.value, []).append(
+                        host_busy_core_s() - before)
     for schedule, driver in capped.items():
         report, _ = timed_step(driver, link, step)
         if keep:
@@ -244,7 +252,7 @@ def run_all(link: LinkSpec, args: argparse.Namespace, neighbour: Neighbour) -> R
     capped: dict[Schedule, PipelineDriver] = {}
     rounds = Rounds(samples={(on, s): [] for on in (True, False) for s in SCHEDULES},
                     capped={}, memory={}, extra=0, sizing={},
-                    loaded={k: [] for k in LOADED})
+                    loaded={k: [] for k in LOADED}, busy={}, busy_loaded={})
     try:
         for schedule in SCHEDULES:
             drivers[schedule] = start(run_config(schedule, link, rounds.extra, args),
@@ -260,7 +268,8 @@ def run_all(link: LinkSpec, args: argparse.Namespace, neighbour: Neighbour) -> R
                   "link on and off", file=sys.stderr, flush=True)
             one_round(step, drivers, capped, rounds, link, step >= args.warmup_steps)
             if step >= args.warmup_steps:
-                loaded_round(drivers, link, step, rounds.sizing, rounds.loaded, neighbour)
+                loaded_round(drivers, link, step, rounds.sizing, rounds.loaded,
+                             rounds.busy_loaded, neighbour)
     finally:
         for driver in [*drivers.values(), *capped.values()]:
             driver.shutdown()
@@ -338,7 +347,10 @@ def summarize_runs(rounds: Rounds, link: LinkSpec, args: argparse.Namespace) -> 
         "headline_under_load": headline_cell(
             [r.step_s for r, _ in rounds.samples[(True, Schedule.ONE_F_ONE_B)]],
             [r.step_s for r, _ in rounds.samples[(True, Schedule.VIRTUAL_1F1B)]],
-            rounds.loaded, rounds.sizing),
+            rounds.loaded, rounds.sizing, rounds.busy_loaded),
+        "host_busy_fraction": busy_fractions(
+            {s.value: [r.step_s for r, _ in rounds.samples[(True, s)]] for s in SCHEDULES},
+            rounds.busy),
         "refit": refit_cell(rounds, runs, link, args),
         "link_hidden_fraction": v1f1b["link_hidden_fraction"],
         "simulator_mape_pct": mape_pct(list(on.values()), link, eps, args),

@@ -36,6 +36,29 @@ LOADED = ("1f1b", "virtual-1f1b", "virtual-1f1b_nominal_sized")
 TOLERANCE = 0.15
 
 
+def host_busy_core_s() -> float:
+    """Busy CPU seconds of the whole host since boot, summed over cores (``/proc/stat``).
+
+    Busy is user + nice + system + irq + softirq + steal; 0.0 where ``/proc`` is absent.
+    """
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def busy_fractions(steps: Mapping[str, list[float]],
+                   busy: Mapping[str, list[float]]) -> dict[str, float]:
+    """Per series: median over its steps of busy core-seconds / (cores x step seconds)."""
+    cores = os.cpu_count() or 1
+    return {name: statistics.median(b / (cores * s) for b, s in zip(busy[name], steps[name],
+                                                                      strict=True))
+            for name in busy if busy[name]}
+
+
 def timed_step(driver: PipelineDriver, link: LinkSpec | None,
                step: int) -> tuple[StepReport, float]:
     """One step with ``link`` emulated (None: off); the report and its emulated link seconds."""
@@ -106,12 +129,12 @@ def sized_extra_warmup(driver: PipelineDriver, link: LinkSpec, args: argparse.Na
 
 def loaded_round(drivers: Mapping[Schedule, PipelineDriver], link: LinkSpec, step: int,
                  sizing: Mapping[str, Mapping[str, float]], loaded: dict[str, list[float]],
-                 neighbour: Neighbour) -> None:
+                 busy: dict[str, list[float]], neighbour: Neighbour) -> None:
     """The headline pair beside the neighbour (1F1B; Virtual-1F1B measured- and spec-sized).
 
     Virtual-1F1B runs with its warm-up sized from measured delivery and, for comparison,
     from the link spec (the rule it replaces). Appends one step time per name of
-    :data:`LOADED` to ``loaded``.
+    :data:`LOADED` to ``loaded``, and the host's busy core-seconds in it to ``busy``.
     """
     v1f1b = drivers[Schedule.VIRTUAL_1F1B]
     quiet = int(sizing["quiet"]["extra_warmup"])
@@ -122,16 +145,22 @@ def loaded_round(drivers: Mapping[Schedule, PipelineDriver], link: LinkSpec, ste
         for name, driver, extra in runs if step % 2 == 0 else runs[::-1]:
             if extra is not None:
                 driver.set_extra_warmup(extra)
+            before = host_busy_core_s()
             loaded[name].append(timed_step(driver, link, step)[0].step_s)
+            busy.setdefault(name, []).append(host_busy_core_s() - before)
     v1f1b.set_extra_warmup(quiet)
 
 
 
 
 def headline_cell(quiet_1f1b: list[float], quiet_v1f1b: list[float],
-                  loaded: Mapping[str, list[float]],
-                  sizing: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
-    """``headline_under_load``: V-1F1B over 1F1B quiet and beside the neighbour, same rounds."""
+                  loaded: Mapping[str, list[float]], sizing: Mapping[str, Mapping[str, float]],
+                  busy: Mapping[str, list[float]]) -> dict[str, Any]:
+    """``headline_under_load``: V-1F1B over 1F1B quiet and beside the neighbour, same rounds.
+
+    ``host_busy_fraction_loaded``: the host's busy share in the loaded steps (``busy``:
+    core-seconds per step of each series of :data:`LOADED`).
+    """
     quiet = median_ratio(quiet_1f1b, quiet_v1f1b)
     beside = median_ratio(loaded["1f1b"], loaded["virtual-1f1b"])
     return {"speedup_v1f1b_over_1f1b_quiet": quiet,
@@ -142,7 +171,8 @@ def headline_cell(quiet_1f1b: list[float], quiet_v1f1b: list[float],
             "within_tolerance": abs(beside / quiet - 1) <= TOLERANCE,
             "not_worse_than_tolerance": beside / quiet >= 1 - TOLERANCE, "tolerance": TOLERANCE,
             "step_s_loaded": {k: statistics.median(v) for k, v in loaded.items()},
-            "steps_loaded": dict(loaded), "extra_warmup_sizing": dict(sizing)}
+            "steps_loaded": dict(loaded), "extra_warmup_sizing": dict(sizing),
+            "host_busy_fraction_loaded": busy_fractions(loaded, busy)}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -170,4 +200,8 @@ def table(result: dict[str, Any]) -> str:
                 f"(quiet {load['speedup_v1f1b_over_1f1b_quiet']:.2f}x, same rounds; "
                 f"{load['speedup_v1f1b_over_1f1b_loaded_nominal_sized']:.2f}x with the warm-up "
                 "sized from the link spec)")
+    rows.append("host CPU busy, quiet (link on): " + ", ".join(
+        f"{k} {100 * v:.0f}%" for k, v in result["host_busy_fraction"].items())
+        + "; beside the neighbour: " + ", ".join(
+        f"{k} {100 * v:.0f}%" for k, v in load["host_busy_fraction_loaded"].items()))
     return "\n".join(rows)
