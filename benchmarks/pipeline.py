@@ -40,6 +40,7 @@ from pipeline_load import (
     busy_fractions,
     headline_cell,
     host_busy_core_s,
+    inprocess_cpu_s,
     loaded_round,
     sized_extra_warmup,
     table,
@@ -364,14 +365,16 @@ def main() -> None:
     """Run every schedule with and without the slow link; write the JSON and measurements."""
     args = parse_args()
     logging.basicConfig(level=logging.WARNING)
-    start = time.perf_counter()
+    began = time.perf_counter()
     load_start = os.getloadavg()
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                for _ in range(args.load_procs)]  # CPU-bound neighbours for the whole run
     neighbour = Neighbour()  # the one the headline_under_load rounds resume
     try:
-        runtime.connect(args.address)
         link = LinkSpec.from_gbit_per_s(args.latency_ms / 1e3, args.gbit)
+        inprocess = inprocess_cpu_s(lambda s: start(run_config(s, link, 0, args)), SCHEDULES,
+                                    args.steps)  # in-process stages: before Ray starts
+        runtime.connect(args.address)
         rounds = run_all(link, args, neighbour)
     finally:
         neighbour.close()
@@ -379,6 +382,7 @@ def main() -> None:
             proc.kill()
     runs = stats_of(rounds, args)
     result = summarize_runs(rounds, link, args)
+    result["inprocess_cpu_s_per_step"] = inprocess
     result["config"] = {
         "model": dataclasses.asdict(args.model),
         "num_stages": 2, "num_chunks_interleaved": 2, "num_microbatches": args.microbatches,
@@ -387,7 +391,7 @@ def main() -> None:
         "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s, "torch_threads_per_stage": 1,
         "cpu_count": os.cpu_count(), "load_avg_at_start": load_start,
         "load_avg_at_end": os.getloadavg(), "load_procs": args.load_procs,
-        "wall_s": time.perf_counter() - start}
+        "wall_s": time.perf_counter() - began}
     records = [rec for side in runs.values() for run in side.values() for rec in run.records]
     save_measurements(args.measurements_out, records)
     args.out.parent.mkdir(parents=True, exist_ok=True)

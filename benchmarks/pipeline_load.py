@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import signal
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hetray.cluster.spec import LinkClass, LinkSpec
@@ -57,6 +58,30 @@ def busy_fractions(steps: Mapping[str, list[float]],
     return {name: statistics.median(b / (cores * s) for b, s in zip(busy[name], steps[name],
                                                                       strict=True))
             for name in busy if busy[name]}
+
+
+def inprocess_cpu_s(make: Callable[[Schedule], PipelineDriver], schedules: Sequence[Schedule],
+                    steps: int) -> dict[str, float]:
+    """Per schedule, in-process stages (``make``), link off: median CPU seconds per step.
+
+    No Ray calls and no link threads: what the schedule's compute and bookkeeping cost, to
+    set against the host's busy core-seconds of the same schedule on Ray.
+    """
+    out = {}
+    for schedule in schedules:
+        driver = make(schedule)
+        try:
+            timed_step(driver, None, 0)  # cold
+            used = []
+            for step in range(1, steps + 1):
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                timed_step(driver, None, step)
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                used.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        finally:
+            driver.shutdown()
+        out[schedule.value] = statistics.median(used)
+    return out
 
 
 def timed_step(driver: PipelineDriver, link: LinkSpec | None,
@@ -204,4 +229,6 @@ def table(result: dict[str, Any]) -> str:
         f"{k} {100 * v:.0f}%" for k, v in result["host_busy_fraction"].items())
         + "; beside the neighbour: " + ", ".join(
         f"{k} {100 * v:.0f}%" for k, v in load["host_busy_fraction_loaded"].items()))
+    rows.append("CPU s per step in-process (no Ray, link off): " + ", ".join(
+        f"{k} {v:.3f}" for k, v in result["inprocess_cpu_s_per_step"].items()))
     return "\n".join(rows)
