@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -213,6 +214,7 @@ def eval_command(ctx: click.Context, config_file: Path | None, print_config: boo
                  local: bool, out: Path | None, address: str | None, ship_project: bool,
                  **_flags: object) -> None:
     """Train, sample one graph per test graph, print MMDs, memory and time."""
+    from hetray.generate.metrics import MAX_SPECTRUM_NODES
     from hetray.generate.run import GenerateConfig, evaluate
 
     config = resolve_run_config(ctx, GenerateConfig, config_file, FLAGS, CONVERTERS)
@@ -220,7 +222,9 @@ def eval_command(ctx: click.Context, config_file: Path | None, print_config: boo
         echo_config(config)
         return
     report, graphs = evaluate(config, _backend(local, address, ship_project))
-    mmd = ", ".join(f"{k} {v:.4f}" for k, v in report.mmd.items())
+    mmd = ", ".join(f"{k} {v:.4f}" if math.isfinite(v) else
+                    f"{k} n/a (graphs above {MAX_SPECTRUM_NODES:,} nodes)"
+                    for k, v in report.mmd.items())
     click.echo(f"{config.model.value}: MMD^2 {mmd}")
     click.echo(f"train {report.train_s:.1f} s, peak {report.train_peak_bytes / 1e6:.1f} MB; "
                f"sample {report.sample_s:.1f} s, peak {report.sample_peak_bytes / 1e6:.1f} MB "

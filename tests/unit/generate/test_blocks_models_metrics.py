@@ -10,7 +10,7 @@ import torch
 from hetray.core.errors import ConfigError
 from hetray.generate.blocks import Partitioner, assemble, partition
 from hetray.generate.data import Dataset, DataSpec, make_dataset
-from hetray.generate.metrics import Statistic, mmd, mmd_all, peak_memory
+from hetray.generate.metrics import MAX_SPECTRUM_NODES, Statistic, mmd, mmd_all, peak_memory
 from hetray.generate.model import FullGraphModel, ModelSpec, SBGDModel
 from hetray.generate.nets import NetSpec
 from hetray.generate.run import GenerateConfig, LocalBackend, load_model, sample, save_model
@@ -116,6 +116,14 @@ def test_mmd_is_zero_for_identical_sets_and_positive_for_different_generators(sb
     different = mmd_all(sbm, grids)
     assert all(v > 0.05 for v in different.values())
     assert mmd(sbm[:3], sbm[3:], Statistic.DEGREE) < different["degree"]
+
+
+def test_spectrum_mmd_is_not_computed_above_the_node_limit(sbm):
+    n = MAX_SPECTRUM_NODES + 1
+    ring = sp.csr_matrix(sp.diags([1.0, 1.0], [1, n - 1], shape=(n, n)))
+    large = [ring + ring.T]
+    assert np.isnan(mmd(large, sbm, Statistic.SPECTRUM))  # not a perfect 0
+    assert mmd(large, sbm, Statistic.DEGREE) > 0.05
 
 
 def test_peak_memory_sees_a_large_allocation():
