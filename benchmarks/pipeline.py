@@ -1,21 +1,16 @@
 """Pipeline schedules on Ray stage actors across an emulated slow cross-cluster link.
 
 Writes ``benchmarks/results/pipeline.json`` and ``pipeline_measurements.json`` (per-step
-planner measurement records). Run: ``python benchmarks/pipeline.py`` (embedded local Ray; a
-few minutes; ``--load-procs 1`` runs a CPU-bound process beside it). A GPT of 4 layers on
-``p = 2`` one-CPU stage actors, one per "site", joined by the 20 ms + 1 Gbit/s link of
+planner records). Run: ``python benchmarks/pipeline.py`` (embedded local Ray; a few minutes;
+``--load-procs 1`` runs a CPU-bound process beside it). A 4-layer GPT on ``p = 2`` one-CPU
+stage actors, one per "site", joined by the 20 ms + 1 Gbit/s link of
 :func:`hetray.planner.handoff.local_spec`, emulated off the compute thread. GPipe, 1F1B,
-interleaved (``v = 2``) and Virtual-1F1B run the same actor code; only the instruction
-streams differ. Every schedule runs each step with the link on and off, all round-robin.
-The headline ratios are medians of per-round ratios (:func:`hetray.pipeline.measure.
-median_ratio`); activation memory is measured per chunk and counted over each schedule's
-stream (:mod:`hetray.pipeline.activation_memory`). Virtual-1F1B's extra warm-up is sized
-from the slow hop's *measured* delivery (:func:`hetray.pipeline.measure.
-measured_extra_warmup`), once on the quiet host and once beside a CPU-bound neighbour
-process; every round also runs the headline pair (1F1B, Virtual-1F1B) with that neighbour
-resumed (SIGCONT, SIGSTOP after), so ``headline_under_load`` compares the two conditions
-round by round. Every key is defined in docs/pipeline.md
-("Benchmark"), with why the benchmark used to be fragile under load.
+interleaved (``v = 2``) and Virtual-1F1B run the same actor code, each step with the link on
+and off, round-robin. Headline ratios are medians of per-round ratios; activation memory is
+measured per chunk (:mod:`hetray.pipeline.activation_memory`). Virtual-1F1B's extra warm-up
+is sized from the slow hop's measured delivery, quiet and beside a CPU-bound neighbour that
+every round resumes for the headline pair (``headline_under_load``); the host's busy CPU is
+read from ``/proc/stat`` around every step. Keys: docs/pipeline.md ("Benchmark").
 """
 
 from __future__ import annotations
