@@ -41,14 +41,14 @@ __all__ = [
 
 @pytest.fixture
 def make_store(ray_shared):
-    """``make(num_shards, checkpoint_dir, checkpoint_every) -> (group, client)`` on Ray."""
+    """``make(num_shards, checkpoint_dir, checkpoint_every, wait_timeout_s) -> (group, client)``."""
     from hetray.actors.mspipe import RayBackend
 
     groups = []
 
-    def make(num_shards=2, checkpoint_dir="", checkpoint_every=0):
+    def make(num_shards=2, checkpoint_dir="", checkpoint_every=0, wait_timeout_s=10.0):
         inits = [WorkerInit.of(CFG, s, num_shards, checkpoint_dir=checkpoint_dir,
-                               checkpoint_every=checkpoint_every, wait_timeout_s=10.0)
+                               checkpoint_every=checkpoint_every, wait_timeout_s=wait_timeout_s)
                  for s in range(num_shards)]
         group = RayBackend().memory_stores(inits, num_cpus=0.25)
         groups.append(group)

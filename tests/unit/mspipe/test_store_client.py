@@ -34,9 +34,9 @@ def _update(version: int, nodes=(0, 1, 2, 3, 4, 5)) -> MemoryUpdate:
 def make_store():
     groups = []
 
-    def make(num_shards=2, checkpoint_dir="", checkpoint_every=0):
+    def make(num_shards=2, checkpoint_dir="", checkpoint_every=0, wait_timeout_s=10.0):
         inits = [WorkerInit.of(CFG, s, num_shards, checkpoint_dir=checkpoint_dir,
-                               checkpoint_every=checkpoint_every, wait_timeout_s=10.0)
+                               checkpoint_every=checkpoint_every, wait_timeout_s=wait_timeout_s)
                  for s in range(num_shards)]
         group = LocalActorGroup(MemoryStoreWorker, inits, on_failure=shard_failure,
                                 timeout_s=30.0)
@@ -161,7 +161,7 @@ def test_read_without_checkpoint_fails_clearly(make_store):
 
 
 def test_an_error_of_a_live_shard_propagates(make_store):
-    _, store = make_store(num_shards=1)
+    _, store = make_store(num_shards=1, wait_timeout_s=1.0)  # the refusal waits this long
     store.write(_update(2), 2)  # version 2 before version 1: the shard refuses it
     with pytest.raises(MemoryStoreError, match="version 2"):
         store.drain()
