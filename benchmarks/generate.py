@@ -3,7 +3,7 @@
 Writes ``benchmarks/results/generate.json`` and ``docs/plots/generate_*.png``. Usage::
 
     python benchmarks/generate.py                      # about 10 min on 2 quiet cores
-    python benchmarks/generate.py --quick --out /tmp/generate.json   # ~8 min smoke run
+    python benchmarks/generate.py --quick --out /tmp/generate.json   # ~2.5 min smoke run
 
 Sections:
 
