@@ -55,7 +55,7 @@ from hetray.temporal.memory import MemoryConfig, MemoryRows
 from hetray.temporal.models import MemoryTGNN, ModelConfig
 from hetray.temporal.pres import Pres
 from hetray.temporal.protocol import EvalProtocol
-from hetray.temporal.train import StepResult, eval_step, train_step
+from hetray.temporal.train import StepResult, eval_step, model_device, train_step
 from hetray.temporal.vca import Vca
 
 logger = logging.getLogger(__name__)
@@ -223,7 +223,7 @@ class EpochLoop:
         self.sources, self.store, self.progress = sources, store, progress
         # foreach: one fused update over all parameters (0.6 ms of 3.5 saved per TGN step)
         self.optimizer = torch.optim.Adam(model.parameters(), lr=train_cfg.lr, foreach=True)
-        self.precision = step_options(train_cfg.precision, next(model.parameters()).device)
+        self.precision = step_options(train_cfg.precision, model_device(model))
         self.report = FitReport(evaluation=train_cfg.evaluation, warnings=split_warnings(split))
         for warning in self.report.warnings:
             logger.warning("%s", warning)
