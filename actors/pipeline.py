@@ -4,12 +4,16 @@ Symbols: ``p`` ranks, ``dp_r`` replicas of rank ``r``, ``t_r`` tensor-parallel w
 each replica, ``W`` workers in all (one actor each).
 
 :class:`RayPipelineStage` is the core :class:`~hetray.pipeline.stage.PipelineStage` with the
-Ray-only bits: a :class:`RayTransport` that delivers to peer actors (each replica's tensor
-rank 0 talks for it), and the torch.distributed groups of :mod:`hetray.pipeline.
-process_groups` (gloo on CPU, nccl on GPU; why not ``ray.util.collective`` is said there):
-the gradient all-reduce over a rank's replicas and the tensor-parallel sums inside a
-replica. Actors are *threaded* (:func:`remote_options`): while the step thread blocks in a
-RECV, other threads accept :meth:`RayPipelineStage.deliver` calls from peers::
+Ray-only bits: a transport between peer actors (each replica's tensor rank 0 talks for it),
+and the torch.distributed groups of :mod:`hetray.pipeline.process_groups` (gloo on CPU, nccl
+on GPU; why not ``ray.util.collective`` is said there): the gradient all-reduce over a rank's
+replicas and the tensor-parallel sums inside a replica. The transport is
+``resources.peer_transport``: :class:`RayTransport` (``ray``, the default) delivers each
+message as an actor call, and
+:class:`~hetray.pipeline.collective_transport.CollectiveTransport` (``collective``) sends it
+over the world's point-to-point channels (gloo, or nccl device to device). Actors are
+*threaded* (:func:`remote_options`): while the step thread blocks in a RECV, other threads
+accept :meth:`RayPipelineStage.deliver` calls (or channel messages) from peers::
 
     sender compute thread           link thread (emulated links only)       receiver
     ---------------------           ---------------------------------       --------
@@ -19,12 +23,13 @@ RECV, other threads accept :meth:`RayPipelineStage.deliver` calls from peers::
 
 :class:`StageActorGroup` is :class:`~hetray.actors.group.RayActorGroup` plus the wiring every
 generation needs: each actor gets the replicas' handles, then (when any rank has dp > 1 or
-t > 1) worker 0 names a rendezvous address and all ``W`` workers join that generation's
-collective world at once. :class:`RayBackend` reserves one placement-group bundle per worker
-(bundle ``i`` = worker ``i``, pinned by explicit index) asking for the device kind the plan
-names (``accel:<model>``); a request the cluster cannot hold at all fails at once with what
-was requested vs what exists. Steps, snapshots and recovery are the core driver's
-(:class:`hetray.pipeline.driver.PipelineDriver`), the same as in-process.
+t > 1, or the transport is ``collective``) worker 0 names a rendezvous address and all ``W``
+workers join that generation's collective world at once. :class:`RayBackend` reserves one
+placement-group bundle per worker (bundle ``i`` = worker ``i``, pinned by explicit index)
+asking for the device kind the plan names (``accel:<model>``); a request the cluster cannot
+hold at all fails at once with what was requested vs what exists. Steps, snapshots and
+recovery are the core driver's (:class:`hetray.pipeline.driver.PipelineDriver`), the same as
+in-process.
 """
 
 from __future__ import annotations
@@ -45,10 +50,12 @@ from hetray.accel.resources import bundle
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.errors import ConfigError, InfeasiblePlanError
 from hetray.core.group import FailureFactory, WorkerInit
+from hetray.pipeline.collective_transport import CollectiveTransport
 from hetray.pipeline.layout import GroupKind, PipelineLayout, WorkerSlot
 from hetray.pipeline.local import stage_failure
 from hetray.pipeline.process_groups import WorkerGroups, free_port
 from hetray.pipeline.reshard import Endpoint
+from hetray.pipeline.run import PeerTransport
 from hetray.pipeline.stage import PipelineStage, StageGroupSpec
 from hetray.pipeline.transport import Forward, MailboxTransport, MessageKey, Stamp
 
@@ -114,17 +121,23 @@ class RayPipelineStage(PipelineStage):
     def __init__(self, spec: StageGroupSpec, slot: WorkerSlot) -> None:
         torch.set_num_threads(spec.num_threads)
         device = Device.default()
-        self.ray_transport = RayTransport(spec.layout, slot.endpoint, spec.links,
-                                          spec.recv_timeout_s)
+        collective = spec.peer_transport is PeerTransport.COLLECTIVE
+        transport: RayTransport | CollectiveTransport = (
+            CollectiveTransport(slot.endpoint, spec.layout.link_class, spec.links,
+                                spec.recv_timeout_s, device) if collective
+            else RayTransport(spec.layout, slot.endpoint, spec.links, spec.recv_timeout_s))
         self.groups = WorkerGroups(spec.layout, spec.layout.workers().index(slot),
-                                   device.collective_backend, spec.recv_timeout_s)
-        super().__init__(spec, slot, self.ray_transport, self.groups.reducer(GroupKind.DP),
+                                   device.collective_backend, spec.recv_timeout_s,
+                                   channels=collective)
+        super().__init__(spec, slot, transport, self.groups.reducer(GroupKind.DP),
                          tp_group=self.groups.reducer(GroupKind.TP), device=device,
                          node_id=ray.get_runtime_context().get_node_id())
+        self.peer_transport = transport
 
     def connect(self, peers: Mapping[Endpoint, Any]) -> None:
-        """Give the transport every replica's actor handle (its tensor rank 0's)."""
-        self.ray_transport.connect(peers)
+        """Give a Ray transport every replica's actor handle (its tensor rank 0's)."""
+        if isinstance(self.peer_transport, RayTransport):
+            self.peer_transport.connect(peers)
 
     def rendezvous(self) -> tuple[str, int]:
         """Where this generation's collective world meets: this node's address, a free port."""
@@ -132,18 +145,27 @@ class RayPipelineStage(PipelineStage):
         return host, free_port(host)
 
     def join_groups(self, address: tuple[str, int]) -> None:
-        """Join the world at ``address`` and make its groups; every worker calls this at once."""
+        """Join the world at ``address``; make its groups and a collective transport's channels.
+
+        Every worker calls this at once.
+        """
         self.groups.join(address)
+        if isinstance(self.peer_transport, CollectiveTransport):
+            self.peer_transport.open(self.groups.sends, self.groups.recvs)
 
     def deliver(self, key: MessageKey, tensor: torch.Tensor,
                 forwards: tuple[Forward, ...] = (), stamp: Stamp | None = None) -> None:
-        """Accept a message from a peer (called by peers' transports)."""
-        self.ray_transport.deliver(key, tensor, forwards, stamp)
+        """Accept a message from a peer (called by peers' Ray transports)."""
+        self.peer_transport.deliver(key, tensor, forwards, stamp)
 
     def shutdown(self) -> None:
-        """Stop the emulated links and leave the collective world."""
-        super().shutdown()
-        self.groups.close()
+        """Stop the emulated links and channels, then leave the collective world.
+
+        The world stays when a channel's listener is still blocked in it (a peer that never
+        sent its stop); the process ends right after.
+        """
+        if self.peer_transport.close():
+            self.groups.close()
 
 
 def remote_options(bundle_resources: Mapping[str, float]) -> dict[str, object]:
@@ -217,14 +239,18 @@ class StageActorGroup(RayActorGroup[RayPipelineStage]):
         init: ``(index, generation) -> WorkerInit`` of worker ``index``.
         placement: bundles and actor options.
         on_failure: the group's typed error for a dead or raising actor.
+        channels: the replicas send each other messages over the world
+            (:attr:`PeerTransport.COLLECTIVE`).
     """
 
     def __init__(self, layout: PipelineLayout, init: Callable[[int, int], WorkerInit], *,
-                 placement: GroupPlacement, on_failure: FailureFactory) -> None:
+                 placement: GroupPlacement, on_failure: FailureFactory,
+                 channels: bool = False) -> None:
         self.workers = layout.workers()
         super().__init__(RayPipelineStage, init, num_workers=len(self.workers),
                          placement=placement, on_failure=on_failure, role="pipeline/stage")
-        self.needs_world = bool(layout.process_groups())
+        leaders = sum(1 for w in self.workers if w.leads)
+        self.needs_world = bool(layout.process_groups()) or (channels and leaders > 1)
 
     def start(self) -> None:
         """Reserve the bundles, start the actors, wire them."""
@@ -239,15 +265,17 @@ class StageActorGroup(RayActorGroup[RayPipelineStage]):
     def restart_worker(self, index: int) -> None:
         """Replace actor ``index`` and give every actor the new handle.
 
-        Only without collective groups (every rank dp = 1, t = 1): a lone new process cannot
-        rejoin a world its peers already hold (the driver restarts whole generations).
+        Only without a collective world (every rank dp = 1, t = 1, the ``ray`` transport): a
+        lone new process cannot rejoin a world its peers already hold (the driver restarts
+        whole generations).
 
         Raises:
             ConfigError: the layout has collective groups.
         """
         if self.needs_world:
             raise ConfigError("StageActorGroup.restart_worker", "index", index,
-                              "a pipeline without dp > 1 or tp > 1 ranks (use restart())")
+                              "a pipeline without dp > 1 or tp > 1 ranks or collective "
+                              "transport (use restart())")
         super().restart_worker(index)
         self.execute(RayPipelineStage.connect, self._peers())
 
@@ -285,8 +313,9 @@ class RayBackend:
         placement = GroupPlacement(
             bundles=tuple(bundles), timeout_s=spec.placement_timeout_s,
             options=tuple(remote_options(b) for b in bundles))
-        group = StageActorGroup(spec.layout, init, placement=placement,
-                                on_failure=stage_failure(spec))
+        group = StageActorGroup(
+            spec.layout, init, placement=placement, on_failure=stage_failure(spec),
+            channels=spec.peer_transport is PeerTransport.COLLECTIVE)
         try:
             group.start()
         except BaseException:

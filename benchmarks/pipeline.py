@@ -2,7 +2,7 @@
 
 Writes ``benchmarks/results/pipeline.json`` and ``pipeline_measurements.json`` (per-step
 planner records). Run: ``python benchmarks/pipeline.py`` (embedded local Ray; a few minutes;
-``--load-procs 1`` runs a CPU-bound process beside it). A 4-layer GPT on ``p = 2`` one-CPU
+``--peer-transport collective``: messages over gloo). A 4-layer GPT on ``p = 2`` one-CPU
 stage actors, one per "site", joined by the 20 ms + 1 Gbit/s link of
 :func:`hetray.planner.handoff.local_spec`, emulated off the compute thread. GPipe, 1F1B,
 interleaved (``v = 2``) and Virtual-1F1B run the same actor code, each step with the link on
@@ -56,7 +56,7 @@ from hetray.pipeline.measure import (
 )
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.report import StepReport
-from hetray.pipeline.run import ResourceConfig, RunConfig, TrainConfig, start
+from hetray.pipeline.run import PeerTransport, ResourceConfig, RunConfig, TrainConfig, start
 from hetray.pipeline.schedules import Schedule
 from hetray.pipeline.simulator import PipelineTimings, Transfer
 from hetray.planner.handoff import FAST_LINK, local_spec, pipeline_config, step_records
@@ -103,6 +103,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--extra-warmup", type=int, default=-1, help="-1: virtual_extra_warmup")
     parser.add_argument("--hidden", type=int, default=64, help="model width D (F = 4 D)")
     parser.add_argument("--load-procs", type=int, default=0, help="CPU-bound processes beside")
+    parser.add_argument("--peer-transport", type=PeerTransport, default=PeerTransport.RAY,
+                        choices=list(PeerTransport), help="how stage actors send messages")
     parser.add_argument("--out", type=Path, default=RESULTS / "pipeline.json")
     parser.add_argument("--measurements-out", type=Path,
                         default=RESULTS / "pipeline_measurements.json")
@@ -138,7 +140,8 @@ def run_config(schedule: Schedule, link: LinkSpec, extra: int,
     """
     base = RunConfig(model=args.model,
                      train=TrainConfig(seed=0, optimizer=OptimizerConfig(), keep_state=False),
-                     resources=ResourceConfig(cpus_per_replica=0.2, device_units=0.2))
+                     resources=ResourceConfig(cpus_per_replica=0.2, device_units=0.2,
+                                              peer_transport=args.peer_transport))
     config = pipeline_config(bench_plan(schedule, args, microbatches), local_spec(link), base)
     extra = extra if schedule is Schedule.VIRTUAL_1F1B else 0
     return with_overrides(config, {"pipeline.extra_warmup": extra}, "benchmark")
@@ -231,8 +234,7 @@ def one_round(step: int, drivers: dict[Schedule, PipelineDriver],
                     rounds.busy.setdefault(schedule.value, []).append(
                         host_busy_core_s() - before)
     for schedule, driver in capped.items():
-        report, _ = timed_step(driver, link, step)
-        if keep:
+        if (report := timed_step(driver, link, step)[0]) and keep:
             rounds.capped[schedule].append(report.step_s)
 
 
@@ -351,9 +353,7 @@ def summarize_runs(rounds: Rounds, link: LinkSpec, args: argparse.Namespace) -> 
         "link_hidden_fraction": v1f1b["link_hidden_fraction"],
         "simulator_mape_pct": mape_pct(list(on.values()), link, eps, args),
         "simulator_mape_pct_link_off_fit": mape_pct(list(off.values()), link, eps, args),
-        "message_overhead_s": eps,
-        "schedules": per_schedule,
-    }
+        "message_overhead_s": eps, "schedules": per_schedule}
 
 
 def main() -> None:
@@ -386,7 +386,7 @@ def main() -> None:
         "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s, "torch_threads_per_stage": 1,
         "cpu_count": os.cpu_count(), "load_avg_at_start": load_start,
         "load_avg_at_end": os.getloadavg(), "load_procs": args.load_procs,
-        "wall_s": time.perf_counter() - began}
+        "peer_transport": args.peer_transport.value, "wall_s": time.perf_counter() - began}
     records = [rec for side in runs.values() for run in side.values() for rec in run.records]
     save_measurements(args.measurements_out, records)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from hetray.accel.specs import Precision
 from hetray.cli.common import (
     DemoResult,
     address_option,
@@ -34,6 +35,7 @@ from hetray.pipeline.report import RunReport, StepReport
 from hetray.pipeline.run import (
     DEFAULT_MODEL,
     MAX_FAILURES,
+    PeerTransport,
     ResourceConfig,
     RunConfig,
     TrainConfig,
@@ -44,7 +46,8 @@ from hetray.pipeline.schedules import Schedule
 #: Flags that are fields of the run config (the rest say where the pipeline layout comes from).
 _FIELDS = {"model": "model", "steps": "train.steps", "lr": "train.optimizer.lr",
            "seed": "train.seed", "checkpoint_every": "train.checkpoint_every",
-           "max_failures": "train.max_failures"}
+           "max_failures": "train.max_failures", "peer_transport": "resources.peer_transport",
+           "precision": "train.precision"}
 _LAYOUT_FLAGS = ("plan_file", "cluster", "schedule", "microbatches", "microbatch_size", "scale")
 #: Click defaults come from here, so they never drift from the run config's.
 _DEFAULT = RunConfig()
@@ -126,6 +129,8 @@ def _train(config: RunConfig, storage: RunStorage | None = None,
 @click.command("pipeline", epilog="""\b
 Examples:
   hetray train pipeline --cluster local --steps 20 --schedule virtual-1f1b
+  hetray train pipeline --peer-transport collective   # activations over gloo, not Ray calls
+  hetray train pipeline --precision bf16              # autocast over float32 parameters
   hetray plan --cluster spec.yaml --model gpt-1.3b --out plan.json
   hetray train pipeline --plan plan.json --cluster spec.yaml --measurements-out steps.json
   hetray train pipeline --print-config > run.yaml   # edit, then:
@@ -166,6 +171,16 @@ Examples:
               type=click.IntRange(0, MAX_FAILURES),
               help="Failed steps recovered in place from the newest checkpoint before the "
                    "command gives up (train.max_failures).")
+@click.option("--precision", default=_DEFAULT.train.precision.value, show_default=True,
+              type=click.Choice([p.value for p in Precision]),
+              help="The forward passes' arithmetic: bf16/fp16 autocast over float32 "
+                   "parameters, fp16 with dynamic loss scaling (train.precision).")
+@click.option("--peer-transport", default=_DEFAULT.resources.peer_transport.value,
+              show_default=True, type=click.Choice([t.value for t in PeerTransport]),
+              help="How stage actors send activations and gradients: 'ray' actor calls, or "
+                   "'collective' torch.distributed send/recv (gloo/nccl; opens TCP ports "
+                   "between the actors, like dp/tp groups: a trusted network) "
+                   "(resources.peer_transport).")
 @storage_options
 @click.option("--measurements-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write per-step times as planner measurements (.json or .parquet).")

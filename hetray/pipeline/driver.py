@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 
+from hetray.accel.specs import Precision
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.errors import ConfigError, HetrayError, StageFailedError
 from hetray.core.group import ActorGroup
@@ -128,6 +129,12 @@ class PipelineDriver:
                 for e, b in zip(self.endpoints, batches, strict=True)]
         start = time.perf_counter()
         stats = self._guarded(lambda: self.group.execute_each(PipelineStage.run_step, args))
+        if self.spec.precision is Precision.FP16:  # one skip decision for every worker
+            skip = any(s.found_inf for s in stats)
+            self._guarded(lambda: self.group.execute(PipelineStage.finish_step, skip))
+            if skip:
+                logger.warning("step %d: an fp16 gradient overflowed; every worker skipped "
+                               "its update and halved the loss scale", self.step_index)
         report = summarize(self.step_index, stats, self.layout.num_ranks,
                            time.perf_counter() - start)
         self.step_index += 1

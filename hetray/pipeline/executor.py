@@ -16,8 +16,12 @@ rank, op by op::
     SEND_GRAD(mb, c)  route d loss / d input rows to rank (q-1) % p       (non-blocking)
 
 then sums the gradients over the stage's replicas (:class:`~hetray.pipeline.training.
-GradReducer`) and takes an optimizer step. A replica with ``t > 1`` tensor-parallel workers
-runs one stream per worker in lockstep (:mod:`hetray.pipeline.tensor_parallel`): only tensor
+GradReducer`) and takes an optimizer step. In ``bf16``/``fp16`` every F runs under autocast
+over float32 parameters (the residual stream, and so every message, stays float32); in
+``fp16`` the last stage scales its loss and the optimizer step waits for the driver's
+all-workers skip decision (:mod:`hetray.pipeline.loss_scale`,
+:meth:`StageWorker.finish_step`). A replica with ``t > 1`` tensor-parallel workers runs one
+stream per worker in lockstep (:mod:`hetray.pipeline.tensor_parallel`): only tensor
 rank 0 sends, receives and reports the loss; after each RECV it hands what it received to
 the replica's other workers (a sum over the tensor group in which they add zeros, which is
 exact), so every worker of the replica computes on the same input. Rows are re-split
@@ -38,10 +42,13 @@ from typing import Any
 import torch
 
 from hetray.accel.device import Device
+from hetray.accel.precision import autocast
+from hetray.accel.specs import Precision
 from hetray.cluster.spec import LinkClass
 from hetray.core.errors import ConfigError
 from hetray.models.gpt import GPTChunk, token_loss_sum
 from hetray.pipeline.layout import PipelineLayout, WorkerSlot
+from hetray.pipeline.loss_scale import DynamicLossScale, unscale_
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.reshard import Endpoint, is_slow, route
 from hetray.pipeline.schedules import Op, OpKind
@@ -80,6 +87,8 @@ class WorkerStepStats:
             previous step ended (a gateway may forward a piece of this step to a peer
             before its own step starts; every piece is forwarded before the rank's
             all-reduce, so each byte counts in the step that sent it).
+        found_inf: fp16 only: an unscaled gradient of this worker was inf or NaN (its
+            optimizer step waits for :meth:`StageWorker.finish_step`).
     """
 
     endpoint: Endpoint
@@ -91,6 +100,7 @@ class WorkerStepStats:
     busy_s: float
     op_timings: tuple[OpTiming, ...]
     bytes_by_link: dict[LinkClass, int]
+    found_inf: bool = False
 
 
 @dataclass(slots=True)
@@ -118,12 +128,13 @@ class StageWorker:
         reducer: sums gradients over the rank's replicas; None only when it has one replica.
         tp_group: sums over the replica's tensor-parallel workers; None only when ``t = 1``.
         device: where the chunks run (CPU if None).
+        precision: the forward passes' arithmetic (module docstring).
     """
 
     def __init__(self, *, layout: PipelineLayout, slot: WorkerSlot,
                  chunks: Sequence[GPTChunk], optimizer: OptimizerConfig, transport: Transport,
                  reducer: GradReducer | None, tp_group: GradReducer | None = None,
-                 device: Device | None = None) -> None:
+                 device: Device | None = None, precision: Precision = Precision.FP32) -> None:
         endpoint = slot.endpoint
         stage = layout.stages[endpoint.rank]
         if len(chunks) != layout.num_chunks:
@@ -144,6 +155,8 @@ class StageWorker:
                                          layout.stages[endpoint.rank].dp)
         self.transport, self.reducer = transport, reducer
         self.rows = layout.replica_rows(endpoint)
+        self.precision = precision
+        self.loss_scale = DynamicLossScale() if precision is Precision.FP16 else None
         self._bytes_counted = transport.counters.snapshot()
         self._handlers = {OpKind.FORWARD: self._forward, OpKind.BACKWARD: self._backward,
                           OpKind.RECV_ACT: self._recv, OpKind.RECV_GRAD: self._recv,
@@ -167,7 +180,11 @@ class StageWorker:
                 self._handlers[op.kind](op, state)
                 timings.append(OpTiming(op, start, time.perf_counter() - t0))
             self._reduce_gradients()
-            self.optimizer.step()
+            found_inf = False
+            if self.loss_scale is None:
+                self.optimizer.step()
+            else:  # the step waits for every worker's answer (finish_step)
+                found_inf = unscale_(self.params, self.loss_scale.scale)
             self.device.synchronize()  # the step's time includes its queued device work
         after = self.transport.counters.snapshot()
         counted, self._bytes_counted = self._bytes_counted, after
@@ -177,7 +194,26 @@ class StageWorker:
             num_tokens=state.num_tokens, step_s=time.perf_counter() - t0,
             busy_s=sum(t.end_s - t.start_s for t in timings if t.op.kind in COMPUTE),
             op_timings=tuple(timings),
-            bytes_by_link={k: after[k] - counted.get(k, 0) for k in after})
+            bytes_by_link={k: after[k] - counted.get(k, 0) for k in after},
+            found_inf=found_inf)
+
+    def finish_step(self, *, skip: bool) -> None:
+        """fp16: take the optimizer step unless any worker overflowed; update the scale.
+
+        Every worker gets the same ``skip`` (the OR of all ``found_inf``), so all keep one
+        scale and either all step or none does.
+
+        Raises:
+            ConfigError: not an fp16 worker (others step inside :meth:`step`).
+        """
+        if self.loss_scale is None:
+            raise ConfigError("StageWorker.finish_step", "precision", self.precision.value,
+                              "fp16 (other precisions step inside step())")
+        with self.stream:
+            if not skip:
+                self.optimizer.step()
+            self.loss_scale.update(found_inf=skip)
+            self.device.synchronize()
 
     def _virtual(self, op: Op) -> int:
         return op.chunk * self.layout.num_ranks + self.endpoint.rank
@@ -208,20 +244,23 @@ class StageWorker:
             x = self.device.place(_need(state.batch.tokens, "tokens", self.endpoint)[mb])
         else:
             x = state.inbox.pop((OpKind.RECV_ACT, mb, op.chunk)).requires_grad_()
-        out = self.chunks[op.chunk](x)
-        if q == self.layout.num_virtual - 1:
-            targets = self.device.place(_need(state.batch.targets, "targets", self.endpoint))
-            out = token_loss_sum(out, targets[mb])
-            if self.slot.leads:  # every tensor rank has the same loss: count it once
-                state.loss_sum += out.item()
-                state.num_tokens += targets[mb].numel()
+        with autocast(self.device.torch_device, self.precision):
+            out = self.chunks[op.chunk](x)
+            if q == self.layout.num_virtual - 1:
+                targets = self.device.place(_need(state.batch.targets, "targets",
+                                                  self.endpoint))
+                out = token_loss_sum(out, targets[mb])
+        if q == self.layout.num_virtual - 1 and self.slot.leads:  # once per replica
+            state.loss_sum += out.item()
+            state.num_tokens += targets[mb].numel()
         state.saved[(mb, op.chunk)] = (x, out)
 
     def _backward(self, op: Op, state: _StepState) -> None:
         q, mb = self._virtual(op), op.microbatch
         x, out = state.saved.pop((mb, op.chunk))
         if q == self.layout.num_virtual - 1:
-            (out / state.batch.total_tokens).backward()
+            scale = 1.0 if self.loss_scale is None else self.loss_scale.scale
+            (out / state.batch.total_tokens * scale).backward()
         else:
             out.backward(state.inbox.pop((OpKind.RECV_GRAD, mb, op.chunk)))
         if q > 0:
@@ -277,8 +316,11 @@ class StageWorker:
 
     def state_dict(self) -> dict[str, Any]:
         """A snapshot (deep copy) of chunk parameters and optimizer state, for checkpoints."""
-        return copy.deepcopy({"chunks": [chunk.state_dict() for chunk in self.chunks],
-                              "optimizer": self.optimizer.state_dict()})
+        state = {"chunks": [chunk.state_dict() for chunk in self.chunks],
+                 "optimizer": self.optimizer.state_dict()}
+        if self.loss_scale is not None:
+            state["loss_scale"] = self.loss_scale.state_dict()
+        return copy.deepcopy(state)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned.
@@ -292,6 +334,8 @@ class StageWorker:
         for chunk, chunk_state in zip(self.chunks, state["chunks"], strict=True):
             chunk.load_state_dict(chunk_state)
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.loss_scale is not None and "loss_scale" in state:
+            self.loss_scale.load_state_dict(state["loss_scale"])
 
 
 class DeviceSyncedReducer:

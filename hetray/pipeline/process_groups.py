@@ -13,7 +13,11 @@ One world per generation of workers, worker ``i`` = world rank ``i``::
 
 The groups (:class:`~hetray.pipeline.layout.GroupKind`): ``DP`` sums a rank's gradients over
 its replicas (one group per tensor-parallel rank), ``TP`` sums the partial products of one
-replica's tensor-parallel workers. A worker in both holds two groups of one world.
+replica's tensor-parallel workers. A worker in both holds two groups of one world. With
+``channels=True`` the world also carries the pipeline's messages: after the layout's groups
+come ``L (L - 1)`` two-member groups, one per ordered pair of the ``L`` replicas' tensor
+rank 0 workers (:class:`~hetray.pipeline.collective_transport.Channel`, in
+:attr:`WorkerGroups.sends` / :attr:`WorkerGroups.recvs`).
 
 Why not ``ray.util.collective``: Ray 2.60's gloo backend (``TorchGLOOGroup``) initialises the
 process-wide default group from the first group a process joins and builds each later group
@@ -38,9 +42,15 @@ import socket
 import torch
 import torch.distributed as dist
 
+from hetray.pipeline.collective_transport import Channel
 from hetray.pipeline.layout import GroupKind, PipelineLayout
+from hetray.pipeline.reshard import Endpoint
 
 logger = logging.getLogger(__name__)
+
+#: How long a channel's listener waits for the next message: as long as a run may sit
+#: between steps (a peer that dies closes its connections instead, which ends the wait).
+CHANNEL_TIMEOUT = datetime.timedelta(days=7)
 
 
 def free_port(host: str) -> int:
@@ -82,21 +92,28 @@ class WorkerGroups:
         index: this worker's position in :meth:`PipelineLayout.workers`.
         backend: ``"gloo"`` (CPU tensors) or ``"nccl"``.
         timeout_s: how long a collective waits for the other members.
+        channels: also make the message channels between replicas (module docstring).
     """
 
     def __init__(self, layout: PipelineLayout, index: int, backend: str,
-                 timeout_s: float) -> None:
+                 timeout_s: float, *, channels: bool = False) -> None:
         self.index, self.backend, self.timeout_s = index, backend, timeout_s
-        self.world_size = len(layout.workers())
+        workers = layout.workers()
+        self.world_size = len(workers)
         self.specs = layout.process_groups()
         self.mine = {g.kind: g for g in self.specs if index in g.workers}
+        self.leaders = ([(i, w.endpoint) for i, w in enumerate(workers) if w.leads]
+                        if channels else [])
+        #: Channels this worker sends on / listens to, by the peer replica (after join).
+        self.sends: dict[Endpoint, Channel] = {}
+        self.recvs: dict[Endpoint, Channel] = {}
         self._groups: dict[GroupKind, dist.ProcessGroup] = {}
         self._joined = False
 
     @property
     def needed(self) -> bool:
-        """Whether the pipeline has any group (else no world is made)."""
-        return bool(self.specs)
+        """Whether the pipeline has any group or channel (else no world is made)."""
+        return bool(self.specs) or len(self.leaders) > 1
 
     def reducer(self, kind: GroupKind) -> DistributedReducer | None:
         """The reducer of this worker's ``kind`` group; None when it is in none."""
@@ -123,12 +140,24 @@ class WorkerGroups:
             group = dist.new_group(list(spec.workers), backend=self.backend)
             if self.mine.get(spec.kind) == spec:
                 self._groups[spec.kind] = group
-        logger.info("worker %d joined %d of %d groups", self.index, len(self._groups),
-                    len(self.specs))
+        for src, src_end in self.leaders:
+            for dst, dst_end in self.leaders:
+                if src == dst:
+                    continue
+                group = dist.new_group([src, dst], backend=self.backend,
+                                       timeout=CHANNEL_TIMEOUT)
+                if self.index == src:
+                    self.sends[dst_end] = Channel(dst, group)
+                elif self.index == dst:
+                    self.recvs[src_end] = Channel(src, group)
+        logger.info("worker %d joined %d of %d groups and %d channels", self.index,
+                    len(self._groups), len(self.specs), len(self.sends) + len(self.recvs))
 
     def close(self) -> None:
         """Leave the world (a no-op when it was never joined)."""
         if self._joined:
             self._groups.clear()
+            self.sends.clear()
+            self.recvs.clear()
             dist.destroy_process_group()
             self._joined = False

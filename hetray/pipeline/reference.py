@@ -34,8 +34,11 @@ from dataclasses import dataclass
 
 import torch
 
+from hetray.accel.precision import autocast
+from hetray.accel.specs import Precision
 from hetray.models.gpt import build_gpt, token_loss_sum
 from hetray.models.gpt_config import GPTConfig
+from hetray.pipeline.loss_scale import INITIAL_SCALE, unscale_
 from hetray.pipeline.optim import OptimizerConfig
 
 logger = logging.getLogger(__name__)
@@ -58,15 +61,25 @@ class ReferenceTrainer:
     """The unsplit model in one process, from the same seed: the exactness reference."""
 
     def __init__(self, config: GPTConfig, seed: int,
-                 optimizer: OptimizerConfig | None = None) -> None:
+                 optimizer: OptimizerConfig | None = None,
+                 precision: Precision = Precision.FP32) -> None:
         self.model = build_gpt(config, seed)
         self.optimizer = (optimizer or OptimizerConfig()).build(self.model.parameters())
+        self.precision = precision
 
     def step(self, tokens: torch.Tensor, targets: torch.Tensor) -> ReferenceStep:
-        """Forward, backward and optimizer step on int64 ``(G, S)`` tokens and targets."""
+        """Forward, backward and optimizer step on int64 ``(G, S)`` tokens and targets.
+
+        In bf16/fp16 the forward pass runs under CPU autocast, as the pipeline's does; fp16
+        scales the loss by the pipeline's first scale and unscales the gradients.
+        """
         self.optimizer.zero_grad(set_to_none=True)
-        loss = token_loss_sum(self.model(tokens), targets) / targets.numel()
-        loss.backward()
+        with autocast(torch.device("cpu"), self.precision):
+            loss = token_loss_sum(self.model(tokens), targets) / targets.numel()
+        scale = INITIAL_SCALE if self.precision is Precision.FP16 else 1.0
+        (loss * scale).backward()
+        if scale != 1.0:
+            unscale_(self.model.parameters(), scale)
         grads = {n: p.grad.detach().clone() for n, p in self.model.named_parameters()
                  if p.grad is not None}
         self.optimizer.step()

@@ -33,10 +33,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from hetray.accel.detect import CPU_MODEL
-from hetray.accel.specs import DeviceChoice
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.config import config_to_dict, limited
 from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
@@ -202,6 +203,9 @@ class TrainConfig:
             there themselves (and one after the last step).
         max_failures: failed steps a run recovers from (from the newest checkpoint) before
             it raises.
+        precision: the forward passes' arithmetic: ``fp32``, or ``bf16``/``fp16`` autocast
+            over float32 parameters (fp16 with dynamic loss scaling and one skip decision
+            for all workers, :mod:`hetray.pipeline.loss_scale`).
     """
 
     steps: int = limited("steps", 10)
@@ -211,6 +215,7 @@ class TrainConfig:
     keep_state: bool = True
     checkpoint_every: int = limited("steps", 5)
     max_failures: int = 2
+    precision: Precision = Precision.FP32
 
     def __post_init__(self) -> None:
         for name, low in (("steps", 1), ("checkpoint_every", 1)):
@@ -219,6 +224,19 @@ class TrainConfig:
         if not 0 <= self.max_failures <= MAX_FAILURES:
             raise ConfigError("train", "max_failures", self.max_failures,
                               f"0 to {MAX_FAILURES}")
+
+
+class PeerTransport(StrEnum):
+    """How stage actors pass activations and gradients to each other (the Ray backend).
+
+    ``ray``: one actor call per message, its tensor through the object store. ``collective``:
+    torch.distributed send/recv on a two-member group per direction (gloo from host memory,
+    nccl device to device; :mod:`hetray.pipeline.collective_transport`), about a tenth of the
+    CPU per message. In-process workers share memory and ignore it.
+    """
+
+    RAY = "ray"
+    COLLECTIVE = "collective"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -236,6 +254,7 @@ class ResourceConfig:
         device: where in-process stage workers compute (the local backend; ``cuda``: all
             on this process's GPU, each on its own stream). Ray workers use the GPU their
             bundle holds.
+        peer_transport: how stage actors send each other messages (:class:`PeerTransport`).
     """
 
     cpus_per_replica: float = 0.5
@@ -244,6 +263,7 @@ class ResourceConfig:
     recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S
     placement_timeout_s: float | None = None
     device: DeviceChoice = DeviceChoice.CPU
+    peer_transport: PeerTransport = PeerTransport.RAY
 
     def __post_init__(self) -> None:
         if self.recv_timeout_s <= 0:
@@ -296,7 +316,8 @@ class RunConfig:
             optimizer=self.train.optimizer, cpus_per_replica=res.cpus_per_replica,
             device_units=res.device_units, num_threads=res.num_threads,
             recv_timeout_s=res.recv_timeout_s, placement_timeout_s=res.placement_timeout_s,
-            device=res.device)
+            device=res.device, peer_transport=res.peer_transport,
+            precision=self.train.precision)
 
 
 class Backend(Protocol):

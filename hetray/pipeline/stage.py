@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from hetray.accel.device import Device
-from hetray.accel.specs import DeviceChoice
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.constants import DEFAULT_RECV_TIMEOUT_S
 from hetray.core.errors import ConfigError
@@ -51,6 +51,7 @@ from hetray.pipeline.executor import StageWorker, WorkerStepStats, synced
 from hetray.pipeline.layout import PipelineLayout, WorkerSlot
 from hetray.pipeline.optim import OptimizerConfig
 from hetray.pipeline.reshard import Endpoint
+from hetray.pipeline.run import PeerTransport
 from hetray.pipeline.schedules import Op
 from hetray.pipeline.tensor_parallel import tensor_parallel_chunk
 from hetray.pipeline.training import GradReducer, ReplicaBatch
@@ -80,6 +81,10 @@ class StageGroupSpec:
         device: where in-process workers compute (the local backend; ``cuda``: all on this
             process's GPU, each on its own stream). Ray workers use the GPU their bundle
             holds, if any.
+        peer_transport: how stage actors send each other messages (Ray; in-process
+            workers share memory).
+        precision: the forward passes' arithmetic (``bf16``/``fp16`` autocast over float32
+            parameters; fp16 with loss scaling, :mod:`hetray.pipeline.loss_scale`).
     """
 
     model: GPTConfig
@@ -94,6 +99,8 @@ class StageGroupSpec:
     recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S
     placement_timeout_s: float | None = None
     device: DeviceChoice = DeviceChoice.CPU
+    peer_transport: PeerTransport = PeerTransport.RAY
+    precision: Precision = Precision.FP32
 
     def __post_init__(self) -> None:
         if len(self.device_models) != self.layout.num_ranks:
@@ -160,7 +167,7 @@ class PipelineStage:
             chunks=[_chunk(spec, bounds[c * p + endpoint.rank], slot, layout, tp_group)
                     for c in range(v)],
             optimizer=spec.optimizer, transport=transport, reducer=reducer,
-            tp_group=tp_group, device=self.device)
+            tp_group=tp_group, device=self.device, precision=spec.precision)
         self._last: WorkerStepStats | None = None
         self._bytes_sent: dict[LinkClass, int] = {}
 
@@ -178,6 +185,10 @@ class PipelineStage:
         for link, num_bytes in stats.bytes_by_link.items():
             self._bytes_sent[link] = self._bytes_sent.get(link, 0) + num_bytes
         return stats
+
+    def finish_step(self, skip: bool) -> None:
+        """fp16: step the optimizer unless some worker overflowed (``skip``, the same for all)."""
+        self.worker.finish_step(skip=skip)
 
     def metrics(self) -> list[MetricSample]:
         """Step time, busy fraction, steps and bytes sent per link class (for monitoring)."""

@@ -71,7 +71,13 @@ class ShardKind(enum.Enum):
 
 
 def _allreduce(group: GradReducer, rank: int, x: torch.Tensor) -> torch.Tensor:
-    return group.allreduce(x.contiguous().reshape(-1), rank).view_as(x)
+    """The group's sum of ``x`` in ``x``'s dtype, summed in float32.
+
+    Half-precision partial products (autocast) are summed in float32 too: gloo has no bf16
+    sum, and a float32 sum of fp32 values is the sum itself.
+    """
+    total = group.allreduce(x.contiguous().reshape(-1).float(), rank)
+    return total.view(x.shape).to(x.dtype)
 
 
 class _CopyToParallel(torch.autograd.Function):

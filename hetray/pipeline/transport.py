@@ -348,12 +348,18 @@ class MailboxTransport(abc.ABC):
     def check_deliveries(self) -> None:  # noqa: B027 (in-process deliveries cannot fail)
         """Re-raise the error of a failed earlier delivery (none can fail in-process)."""
 
-    def close(self) -> None:
-        """Stop the emulated links (pending transfers still land)."""
+    def close(self) -> bool:
+        """Stop the emulated links (pending transfers still land).
+
+        Returns:
+            Whether everything the transport ran has stopped (always, here; see
+            :meth:`hetray.pipeline.collective_transport.CollectiveTransport.close`).
+        """
         with self._lock:
             emulators = list(self._emulators.values())
         for emulator in emulators:
             emulator.close()
+        return True
 
     def _outgoing(self, tensor: torch.Tensor) -> torch.Tensor:
         """What is shipped for ``tensor``: detached, on the host (subclasses may copy it).

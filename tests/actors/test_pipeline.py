@@ -27,6 +27,7 @@ from hetray.pipeline.reference import ReferenceTrainer
 from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.run import (
     EmulatedLink,
+    PeerTransport,
     PipelineConfig,
     ResourceConfig,
     RunConfig,
@@ -68,12 +69,20 @@ def _assert_same(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
         torch.testing.assert_close(got[name], value, **TOL, msg=name)
 
 
+def _collective(config: RunConfig) -> RunConfig:
+    return dataclasses.replace(config, resources=dataclasses.replace(
+        config.resources, peer_transport=PeerTransport.COLLECTIVE))
+
+
+_GATEWAY = _config(
+    Schedule.ONE_F_ONE_B, ((3, 1), (4,)), clusters=("a", "b"), tp=(1, 2),
+    links=(EmulatedLink(link_class=LinkClass.CROSS_CLUSTER, latency_s=2e-3, gbit_per_s=0.8),),
+    optimizer=dataclasses.replace(SGD, zero=True))
 CASES = {
     "interleaved-v2": _config(Schedule.INTERLEAVED, ((4,), (4,)), num_chunks=2),
-    "zero1-dp2-to-tp2-cross-cluster": _config(
-        Schedule.ONE_F_ONE_B, ((3, 1), (4,)), clusters=("a", "b"), tp=(1, 2),
-        links=(EmulatedLink(link_class=LinkClass.CROSS_CLUSTER, latency_s=2e-3,
-                            gbit_per_s=0.8),), optimizer=dataclasses.replace(SGD, zero=True)),
+    "zero1-dp2-to-tp2-cross-cluster": _GATEWAY,
+    # the same through torch.distributed channels (gloo), gateway forwards included
+    "zero1-dp2-to-tp2-cross-cluster-collective": _collective(_GATEWAY),
 }
 
 
@@ -89,7 +98,7 @@ def test_actor_pipeline_equals_single_process_training(ray_shared, name):
             _assert_same(driver.named_gradients(), expected.grads)
         _assert_same(driver.named_parameters(), dict(reference.model.named_parameters()))
         assert all(0 < b <= 1 for b in report.busy_fraction)
-        if name.endswith("cross-cluster"):
+        if "cross-cluster" in name:
             assert report.bytes_by_link[LinkClass.CROSS_CLUSTER] > 0
             assert driver.link_delay_s() > 0
         if "tp2" in name:  # two actors hold half of stage 1's heads each
@@ -122,9 +131,12 @@ def test_pp2_tp2_dp2_zero1_adam_actors_equal_single_process(ray_shared):
             assert ((got[name] - value.detach()).abs() - bound[name]).max() <= 0, name
 
 
-def test_killed_stage_actor_fails_the_step_and_the_next_step_resumes(ray_shared):
+@pytest.mark.parametrize("transport", list(PeerTransport))
+def test_killed_stage_actor_fails_the_step_and_the_next_step_resumes(ray_shared, transport):
     slow = (EmulatedLink(link_class=LinkClass.CROSS_CLUSTER, latency_s=0.25, gbit_per_s=0.8),)
     config = _config(Schedule.ONE_F_ONE_B, ((4,), (4,)), clusters=("a", "b"), links=slow)
+    if transport is PeerTransport.COLLECTIVE:  # the survivor's channels die with the peer
+        config = _collective(config)
     reference = ReferenceTrainer(CONFIG, seed=SEED, optimizer=SGD)
     with start(config, RayBackend()) as driver:
         tokens, targets = _batch(config.global_batch, seed=0)
