@@ -50,6 +50,7 @@ from hetray.accel.resources import bundle
 from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.errors import ConfigError, InfeasiblePlanError
 from hetray.core.group import FailureFactory, WorkerInit
+from hetray.core.priority import compete_equally
 from hetray.pipeline.collective_transport import CollectiveTransport
 from hetray.pipeline.layout import GroupKind, PipelineLayout, WorkerSlot
 from hetray.pipeline.local import stage_failure
@@ -119,6 +120,7 @@ class RayPipelineStage(PipelineStage):
     """
 
     def __init__(self, spec: StageGroupSpec, slot: WorkerSlot) -> None:
+        compete_equally("pipeline stage actor")  # not Ray's nice 15 (hetray.core.priority)
         torch.set_num_threads(spec.num_threads)
         device = Device.default()
         collective = spec.peer_transport is PeerTransport.COLLECTIVE

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from hetray.core.config import limited
+from hetray.core.priority import compete_equally
 from hetray.latency import dataset
 from hetray.latency.ast import CompactAst
 from hetray.latency.devices import BY_NAME, DEVICES, Device
@@ -72,19 +73,6 @@ def load1() -> float:
     return float(os.getloadavg()[0])
 
 
-def default_priority() -> None:
-    """Run this process at nice 0 when allowed (Ray starts its workers at nice 15).
-
-    A niced measurer is preempted by every other process on a shared machine, so its timings
-    measure the machine's load; at nice 0 it competes on equal terms (and no higher).
-    """
-    try:
-        if os.getpriority(os.PRIO_PROCESS, 0) > 0:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except OSError as err:  # not permitted: measure at the inherited priority
-        logger.warning("measurer stays at nice %d: %s", os.getpriority(os.PRIO_PROCESS, 0), err)
-
-
 class Measurer:
     """Measures programs on one device (run one per process: TVM's thread pool is global).
 
@@ -99,7 +87,7 @@ class Measurer:
         self.device = BY_NAME[device]
         self.timing = Timing(repeat=repeat, repeat_ms=min_repeat_ms, budget_ms=budget_ms)
         os.environ["TVM_NUM_THREADS"] = str(self.device.threads)
-        default_priority()
+        compete_equally("latency measurer")  # a niced measurer measures the load
         if "torch" not in sys.modules:  # tvm-ffi JIT-builds a torch addon (fails on torch 2.2,
             sys.modules["torch"] = None  # ~40 s per import); this process never needs torch
 
