@@ -12,16 +12,20 @@ Sections (``--sections``, all by default):
   first epoch of each, ``heta.epoch_speedup_vs_cpu`` and both test accuracies; then a float64
   exactness cell (4 steps on both devices) giving ``heta.max_abs_param_diff``.
 * ``mspipe``: TGN on CollegeMsg (``--dataset``; synthetic with ``--tiny``), sequential and
-  MSPipe (sampler, features and memory-store shards as in-process workers on the host, the
-  trainer's model on the GPU), interleaved: ``mspipe.speedup`` (training events/s),
-  ``mspipe.ideal_speedup`` (sequential ms per batch over MSPipe's slowest stage, as in
-  ``benchmarks/mspipe.py``), ``mspipe.fraction_of_ideal`` and both test APs
-  (``mspipe.ap_sequential``, ``mspipe.ap_mspipe``).
+  MSPipe through the run API's in-process backend, as a GPU user runs it (sampler, features
+  and memory-store shards as workers on the host, the trainer worker's model and Adam state
+  on the GPU): ``mspipe.speedup`` (training events/s), ``mspipe.ideal_speedup`` (sequential
+  ms per batch over MSPipe's slowest stage, as in ``benchmarks/mspipe.py``),
+  ``mspipe.fraction_of_ideal`` and both test APs (``mspipe.ap_sequential``,
+  ``mspipe.ap_mspipe``); then a third run, MSPipe with the node memory resident on the GPU
+  inside the trainer (``memory.resident: device``, no shard workers):
+  ``mspipe.resident.speedup`` over sequential and its AP (``mspipe.resident.ap``).
 * ``pipeline``: a 2-stage 1F1B GPT pipeline with both stage workers in this process on one
   GPU (each on its own CUDA stream; activations hop through host memory as between actors)
   against the same pipeline on the CPU: ``pipeline.tokens_per_s_device`` / ``_cpu`` and
-  their ratio; and one step's gradients against the unsplit model on the same device
-  (``pipeline.max_abs_grad_diff``, fp32).
+  their ratio, and in ``--precision`` (bf16 by default: ``pipeline.tokens_per_s_device_bf16``,
+  autocast over fp32 parameters); and one fp32 step's gradients against the unsplit model on
+  the same device (``pipeline.max_abs_grad_diff``).
 * ``profile``: ``hetray profile``'s transformer-layer grid timed on the device (CUDA events,
   ``--precision``, bf16 by default on a GPU), the random forest's held-out MAPE
   (``profile.rf_mape_pct``) against the analytical model's, and the measurements written
@@ -44,7 +48,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +64,13 @@ from hetray.heta.config import HolderConfig, Mode, ModelConfig, RunConfig, Train
 from hetray.heta.holder import HolderCore
 from hetray.heta.run import RunReport, run
 from hetray.models.gpt_config import GPTConfig
-from hetray.mspipe.config import SYNTHETIC, DataConfig, ModelChoice
+from hetray.mspipe.config import (
+    SYNTHETIC,
+    DataConfig,
+    MemoryPlacement,
+    MemoryResidence,
+    ModelChoice,
+)
 from hetray.mspipe.config import RunConfig as MSPipeRunConfig
 from hetray.mspipe.config import TrainConfig as MSPipeTrainConfig
 from hetray.mspipe.run import run as run_mspipe
@@ -170,15 +180,20 @@ def _holder_params(hg: HeteroGraph, train: TrainConfig) -> dict[str, torch.Tenso
 
 
 def mspipe_section(device: DeviceChoice, dataset: str, sizes: Sizes) -> dict[str, object]:
-    """Sequential vs MSPipe TGN with the trainer on ``device``: speed-up, its ideal, APs."""
+    """Sequential vs MSPipe TGN with the trainer on ``device``: speed-up, its ideal, APs.
+
+    A third run keeps the node memory on ``device`` inside the trainer (one store, no shards).
+    """
     data = (DataConfig(dataset=SYNTHETIC, synthetic=SyntheticConfig(num_events=3000,
                                                                     num_nodes=200))
             if dataset == SYNTHETIC else DataConfig(dataset=dataset))
-    train = MSPipeTrainConfig(epochs=sizes.mspipe_epochs, batch_size=600, device=device)
-    reports = {mode: run_mspipe(MSPipeRunConfig(data=data, model=ModelChoice(kind=ModelKind.TGN),
-                                                pipeline=MSPipeConfig(mode=mode), train=train))
-               for mode in (PipelineMode.SEQUENTIAL, PipelineMode.MSPIPE)}
-    seq, pipe = reports[PipelineMode.SEQUENTIAL], reports[PipelineMode.MSPIPE]
+    base = MSPipeRunConfig(data=data, model=ModelChoice(kind=ModelKind.TGN),
+                           train=MSPipeTrainConfig(epochs=sizes.mspipe_epochs, batch_size=600,
+                                                   device=device))
+    seq = run_mspipe(replace(base, pipeline=MSPipeConfig(mode=PipelineMode.SEQUENTIAL)))
+    pipe = run_mspipe(base)
+    resident = run_mspipe(replace(base, memory=MemoryPlacement(resident=MemoryResidence.DEVICE),
+                                  store=replace(base.store, num_shards=1)))
     seq_ms = 1000 * seq.train_wall_s / max(seq.num_train_batches, 1)
     stages = pipe.stage_ms_per_batch
     slowest = max(stages["sample"], stages["feature"], stages["fetch"] + stages["write"],
@@ -189,10 +204,14 @@ def mspipe_section(device: DeviceChoice, dataset: str, sizes: Sizes) -> dict[str
             "events_per_s_sequential": seq.train_events_per_s,
             "events_per_s_mspipe": pipe.train_events_per_s,
             "ap_sequential": seq.test.ap, "ap_mspipe": pipe.test.ap,
-            "mspipe_stage_ms_per_batch": stages}
+            "mspipe_stage_ms_per_batch": stages,
+            "resident": {"speedup": resident.train_events_per_s / seq.train_events_per_s,
+                         "events_per_s": resident.train_events_per_s, "ap": resident.test.ap,
+                         "stage_ms_per_batch": resident.stage_ms_per_batch}}
 
 
-def pipeline_config(sizes: Sizes, device: DeviceChoice) -> PipelineRunConfig:
+def pipeline_config(sizes: Sizes, device: DeviceChoice,
+                    precision: Precision = Precision.FP32) -> PipelineRunConfig:
     """Two stages of half the layers each, 8 micro-batches of 2 sequences, 1F1B, Adam."""
     layers, hidden, heads, seq_len, vocab = sizes.pipeline_model
     model = GPTConfig(num_layers=layers, hidden=hidden, heads=heads, seq_len=seq_len,
@@ -201,14 +220,22 @@ def pipeline_config(sizes: Sizes, device: DeviceChoice) -> PipelineRunConfig:
     return PipelineRunConfig(
         model=model, pipeline=PipelineConfig(schedule=Schedule.ONE_F_ONE_B, num_microbatches=8,
                                              num_chunks=1, stages=stages, links=()),
-        train=PipelineTrainConfig(steps=sizes.pipeline_steps, keep_state=False),
+        train=PipelineTrainConfig(steps=sizes.pipeline_steps, keep_state=False,
+                                  precision=precision),
         resources=ResourceConfig(device=device))
 
 
-def pipeline_section(device: DeviceChoice, sizes: Sizes) -> dict[str, object]:
-    """Tokens/s of the 2-stage pipeline on ``device`` vs the CPU; gradients vs one process."""
-    rates = {side: run_pipeline(pipeline_config(sizes, choice)).tokens_per_s
-             for side, choice in (("cpu", DeviceChoice.CPU), ("device", device))}
+def pipeline_section(device: DeviceChoice, precision: Precision,
+                     sizes: Sizes) -> dict[str, object]:
+    """Tokens/s of the 2-stage pipeline on the CPU and on ``device`` (fp32 and ``precision``).
+
+    Also one fp32 step's gradients against the unsplit model on ``device``.
+    """
+    runs = [("cpu", DeviceChoice.CPU, Precision.FP32), ("device", device, Precision.FP32)]
+    if precision is not Precision.FP32:
+        runs.append((f"device_{precision.value}", device, precision))
+    rates = {side: run_pipeline(pipeline_config(sizes, choice, p)).tokens_per_s
+             for side, choice, p in runs}
     config = pipeline_config(sizes, device)
     tokens, targets = synthetic_batch(config.model, config.global_batch, 0, config.train.seed)
     with start_pipeline(config) as driver:
@@ -222,7 +249,7 @@ def pipeline_section(device: DeviceChoice, sizes: Sizes) -> dict[str, object]:
     diff = max(float((grads[name] - expected[name].cpu()).abs().max()) for name in expected)
     return {"model": dict(zip(("layers", "hidden", "heads", "seq_len", "vocab"),
                               sizes.pipeline_model, strict=True)),
-            "tokens_per_s_cpu": rates["cpu"], "tokens_per_s_device": rates["device"],
+            **{f"tokens_per_s_{side}": rate for side, rate in rates.items()},
             "speedup_vs_cpu": rates["device"] / rates["cpu"], "max_abs_grad_diff": diff}
 
 
@@ -255,7 +282,7 @@ def device_summary(device: DeviceChoice) -> dict[str, object]:
 SECTIONS: dict[str, Callable[[argparse.Namespace, Sizes], dict[str, object]]] = {
     "mspipe": lambda a, s: mspipe_section(a.device, SYNTHETIC if a.tiny else a.dataset, s),
     "heta": lambda a, s: heta_section(a.device, a.precision, s),
-    "pipeline": lambda a, s: pipeline_section(a.device, s),
+    "pipeline": lambda a, s: pipeline_section(a.device, a.precision, s),
     "profile": lambda a, s: profile_section(a.device, a.precision, s, a.out),
 }
 

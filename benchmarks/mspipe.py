@@ -3,10 +3,9 @@
 Writes ``benchmarks/results/mspipe.json``. Run: ``python benchmarks/mspipe.py`` (embedded
 local Ray; ``--address`` for a cluster). Every run goes through MSPipe's run API
 (``hetray.mspipe.run.run`` on ``hetray.actors.mspipe.RayBackend``). Both modes use the same
-vectorised sampler, the same
-model code, the same seeds and the same trainer thread count; they differ only in the
-pipeline (sequential: every stage inline in the trainer; MSPipe: sampler, feature and
-memory-store actors overlapped with bounded staleness).
+vectorised sampler, the same model code, the same seeds and the same trainer thread count;
+they differ only in the pipeline (sequential: every stage inline, the trainer in this
+process; MSPipe: sampler, feature, memory-store and trainer actors, bounded staleness).
 
 Trainer threads: before the grid, a probe times the headline training step with 1 thread
 and with every core, and the faster count is used by the trainer in both modes, so the
@@ -73,12 +72,13 @@ from hetray import runtime
 from hetray.core.phases import phase
 from hetray.mspipe import config as mspipe_config
 from hetray.mspipe.config import DataConfig, ModelChoice, RunConfig, StoreConfig, TrainConfig
-from hetray.mspipe.fit import build_model, memory_config
+from hetray.mspipe.fit import memory_config
 from hetray.mspipe.report import RunReport
 from hetray.mspipe.run import run
 from hetray.mspipe.sources import EventView, InlineSources, NegativeStream
 from hetray.mspipe.staleness import STAGES, Mitigation, PipelineConfig, PipelineMode
 from hetray.mspipe.store import LocalMemoryStore
+from hetray.mspipe.trainer import build_model
 from hetray.temporal.batches import batch_slices
 from hetray.temporal.data import EventStream, chronological_split
 from hetray.temporal.models import ModelKind

@@ -44,6 +44,8 @@ def test_the_gpu_check_rehearses_on_cpu_without_dgl_or_ray(tmp_path):
     assert 0.0 < heta["test_acc_device"] <= 1.0
     mspipe = result["mspipe"]
     assert mspipe["ap_mspipe"] == mspipe["ap_sequential"]  # staleness bounded, same CPU maths
+    assert mspipe["resident"]["ap"] == mspipe["ap_sequential"]  # the table's ops are copies
+    assert mspipe["resident"]["speedup"] > 0
     assert mspipe["speedup"] > 0
     assert mspipe["ideal_speedup"] > 0
     pipeline = result["pipeline"]

@@ -3,8 +3,8 @@
 Flags mirror :class:`~hetray.mspipe.run.RunConfig` fields (their defaults are read from
 ``RunConfig()``); ``--config FILE`` is the source of truth and a flag given on the command
 line overrides its field. The sequential pipeline runs in this process without Ray; the
-mspipe pipeline connects to Ray and runs its workers as actors
-(``hetray.actors.mspipe.RayBackend``).
+mspipe pipeline connects to Ray and runs its workers, the trainer included, as actors
+(``hetray.actors.mspipe.RayBackend``). How the report is printed: ``mspipe_output.py``.
 """
 
 from __future__ import annotations
@@ -33,10 +33,12 @@ from hetray.cli.common import (
     resume_hint,
     storage_options,
 )
+from hetray.cli.mspipe_output import print_report
 from hetray.cli.progress import Bar
 from hetray.mspipe.config import (
     SYNTHETIC,
     DataConfig,
+    MemoryResidence,
     ModelChoice,
     Progress,
     RunConfig,
@@ -44,14 +46,12 @@ from hetray.mspipe.config import (
     TrainConfig,
     read_dataset,
 )
-from hetray.mspipe.report import RunReport
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
 from hetray.mspipe.storage import refuse_reused
 from hetray.temporal.formats import DELIMITERS, CsvHeader
-from hetray.temporal.link_metrics import LinkMetrics
 from hetray.temporal.loaders import EventFormat, detect_format
 from hetray.temporal.model_config import ModelKind
-from hetray.temporal.pres_config import MAX_COMPONENTS, GammaRule
+from hetray.temporal.pres_config import MAX_COMPONENTS
 from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.synthetic import SyntheticConfig
 from hetray.temporal.vca_config import MAX_HISTORY, MAX_WINDOWS
@@ -69,18 +69,13 @@ Examples:
   hetray train mspipe --dataset ../shared/data/collegemsg/CollegeMsg.txt --epochs 3
   hetray train mspipe --staleness 2 --shards 2 --storage-dir /scratch/mspipe-runs
   hetray train mspipe --no-checkpoints     # a dead memory shard then ends the run
+  hetray train mspipe --device cuda --memory-resident device --shards 1   # memory on the GPU
   hetray train mspipe --print-config > mspipe.yaml  # edit, then: --config mspipe.yaml
   hetray train mspipe --pipeline sequential --pres --pres-components 2 --batch-size 800
   hetray train mspipe --pipeline sequential --vca-lambda 0.5 --vca-windows 4 --report-vcs
   hetray train mspipe --storage s3://bucket/runs/tgn --epochs 20   # a checkpoint every epoch
   hetray train mspipe --storage s3://bucket/runs/tgn --epochs 20 --resume
 """
-#: One line per evaluation protocol, printed with the metrics.
-EVALUATION_HELP = {
-    EvalProtocol.HETRAY: "AP / AUC over each whole set",
-    EvalProtocol.TGN: "TGN / DyGLib: per-batch AP averaged, negatives from distinct "
-                      "destinations, TGN's new-node rule",
-}
 #: click parameter -> the RunConfig field it overrides (``--staleness`` sets several).
 FLAGS = {
     "dataset": "data.dataset", "kind": "model.kind", "memory_dim": "model.memory_dim",
@@ -97,6 +92,7 @@ FLAGS = {
     "pres_forgetting": "pres.forgetting", "pres_write_back": "pres.write_back",
     "vca_lambda": "vca.weight", "vca_windows": "vca.windows", "vca_history": "vca.history",
     "device": "train.device", "precision": "train.precision",
+    "memory_resident": "memory.resident",
 }
 
 
@@ -136,52 +132,6 @@ def _bars() -> Iterator[Progress]:
     finally:
         if "bar" in state:
             state["bar"].close()
-
-
-def _metrics_line(name: str, metrics: LinkMetrics) -> str:
-    """One metrics line; a set without events says so instead of printing NaN."""
-    if not metrics.num_events:
-        return f"{name:>15}: no events"
-    return (f"{name:>15}: AP {metrics.ap:.4f}  AUC {metrics.auc:.4f}  "
-            f"({metrics.num_events} events)")
-
-
-def _print(config: RunConfig, report: RunReport) -> None:
-    pipe = config.pipeline
-    staleness = ("0 (every stage inline)" if pipe.mode == PipelineMode.SEQUENTIAL
-                 else "auto" if pipe.auto_staleness else str(pipe.staleness))
-    click.echo(f"{report.dataset}: {report.num_events} events, {report.num_nodes} nodes; "
-               f"{config.model.kind.value} with {pipe.mode.value}, staleness {staleness}, "
-               f"{report.threads} trainer thread(s)")
-    for warning in report.warnings:
-        click.echo(f"warning: {warning}")
-    click.echo(f"evaluation: {report.evaluation.value} "
-               f"({EVALUATION_HELP[report.evaluation]})")
-    for name, m in (("val", report.val), ("test", report.test),
-                    ("test_inductive", report.test_inductive)):
-        if m is not None:
-            click.echo(_metrics_line(name, m))
-    click.echo(f"tested epoch {report.best_epoch} (validation AP by epoch: "
-               f"{', '.join(f'{ap:.4f}' for ap in report.val_history)})")
-    click.echo(f"training throughput: {report.train_events_per_s:.0f} events/s")
-    click.echo(f"pending events: {100 * report.pending_ratio:.1f}% of training events share a "
-               f"node with an earlier event of their batch; PRES "
-               f"{_pres_summary(config) if report.pres else 'off'}")
-    hist = ", ".join(f"k={k}: {v}" for k, v in report.staleness.items())
-    click.echo(f"observed staleness (iterations): {hist}")
-    stages = ", ".join(f"{s} {ms:.2f}" for s, ms in report.stage_ms.items())
-    click.echo(f"stage times (ms, moving average): {stages}")
-    for recovery in report.recoveries:
-        click.echo(f"recovery: {recovery}")
-
-
-def _pres_summary(config: RunConfig) -> str:
-    """PRES's settings in one phrase."""
-    pres = config.pres
-    gamma = "auto" if pres.gamma_rule == GammaRule.AUTO else f"{pres.gamma:g}"
-    where = "written back" if pres.write_back else "loss only"
-    return (f"on (K={pres.components}, beta={pres.beta:g}, gamma={gamma}, "
-            f"rho={pres.forgetting:g}, {where})")
 
 
 def _echo_format(data: DataConfig) -> None:
@@ -275,6 +225,11 @@ def _backend(config: RunConfig, address: str | None, ship_project: bool) -> Back
 @click.option("--precision", type=click.Choice([p.value for p in Precision]),
               default=DEFAULTS.train.precision.value, show_default=True, help="The model's "
               "arithmetic: bf16/fp16 autocast over fp32 parameters (not with --pres).")
+@click.option("--memory-resident", type=click.Choice([r.value for r in MemoryResidence]),
+              default=DEFAULTS.memory.resident.value, show_default=True,
+              help="device: the node memory lives on the trainer's device, inside the trainer "
+                   "(no host round trip per batch; mspipe then needs --shards 1; not with "
+                   "--pres).")
 @click.option("--shards", default=DEFAULTS.store.num_shards, show_default=True,
               type=click.IntRange(min=1), help="Memory-store actor shards (mspipe).")
 @click.option("--io-batches", default=DEFAULTS.pipeline.io_batches, show_default=True,
@@ -342,8 +297,8 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
            kind: str, mode: str, staleness: int | None, epochs: int, patience: int,
            batch_size: int, lr: float, memory_dim: int, time_dim: int, num_neighbors: int,
            num_heads: int, dropout: float, evaluation: str, threads: int, device: str,
-           precision: str, shards: int, io_batches: int, pres: bool, pres_components: int,
-           pres_beta: float, pres_gamma: float | None, pres_forgetting: float,
+           precision: str, memory_resident: str, shards: int, io_batches: int, pres: bool,
+           pres_components: int, pres_beta: float, pres_gamma: float | None, pres_forgetting: float,
            pres_write_back: bool, vca_lambda: float, vca_windows: int, vca_history: int,
            report_vcs: bool, storage_dir: str, checkpoints: bool, checkpoint_dir: str,
            checkpoint_every: int, json_out: Path | None, address: str | None, ship_project: bool,
@@ -368,7 +323,7 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
     with _bars() as bars, resume_hint(where):
         report = run(config, backend, progress=bars, loaded=loaded, storage=where,
                      resume=resume)
-    _print(config, report)
+    print_report(config, report)
     if json_out is not None:
         json_out.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False),
                             encoding="utf-8")
@@ -395,6 +350,6 @@ def demo() -> DemoResult:
                        store=StoreConfig(num_shards=2, checkpointing=False))
     with _bars() as bars:
         report = run(config, RayBackend(), progress=bars)
-    _print(config, report)
+    print_report(config, report)
     return DemoResult(system="mspipe", measure="TGN test AP (link prediction)",
                       ours=report.test.ap, baseline="chance", baseline_value=0.5)

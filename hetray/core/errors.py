@@ -234,6 +234,18 @@ class MemoryStoreError(HetrayError, RuntimeError):
         return f"memory-store shard {self.shard} failed: {self.cause}"
 
 
+class TrainerFailedError(HetrayError, RuntimeError):
+    """The MSPipe trainer died or failed a call; the run ends (resume it from its last epoch)."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return (f"mspipe trainer failed: {self.cause}; the epoch it was in is lost (a run with "
+                "storage resumes after its last checkpointed epoch)")
+
+
 class StageFailedError(HetrayError, RuntimeError):
     """A pipeline stage actor died or failed a step; names the stage, its replica and the cause."""
 

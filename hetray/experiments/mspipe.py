@@ -20,15 +20,16 @@ metric              meaning
 The model and its Adam state carry across epochs; memory is reset at every epoch start
 (TGN's protocol), and the test events stream after the epoch's validation pass.
 ``staleness = -1`` means MSPipe picks ``k`` online (``auto``, at most
-``PipelineConfig.max_staleness`` = 10). In mspipe mode the sampler, the fetcher and the
-``num_shards`` memory-store shards are workers of the backend the caller passes
-(``hetray.actors.tune`` passes ``hetray.actors.mspipe.RayBackend``; their CPUs are the
-trial's extra bundle, :func:`extra_bundles`); the sequential mode runs in the trial process
-and uses no backend.
+``PipelineConfig.max_staleness`` = 10). In mspipe mode the sampler, the fetcher, the
+``num_shards`` memory-store shards and the trainer are workers of the backend the caller
+passes (``hetray.actors.tune`` passes ``hetray.actors.mspipe.RayBackend``; the first three
+kinds' CPUs are the trial's extra bundle, :func:`extra_bundles`; the trainer reserves none:
+it computes while the trial process, which holds the head bundle, waits on it); the
+sequential mode runs in the trial process and uses no backend.
 
-Resume: none mid-way. The epoch loop's model, Adam state and early-stopping record live in
-:class:`~hetray.mspipe.run.MSPipeDriver`'s epoch loop, which offers no state to save or
-load, and the memory-store checkpoints serve the run only; a trial whose process dies is
+Resume: none mid-way. The model and Adam state live in the trainer and the early-stopping
+record in :class:`~hetray.mspipe.run.MSPipeDriver`'s epoch loop, which this trial does not
+save, and the memory-store checkpoints serve the run only; a trial whose process dies is
 started again from epoch 1 by Tune (``FailureConfig``).
 """
 

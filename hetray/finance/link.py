@@ -41,8 +41,9 @@ from hetray.finance.labels import (
     persistence_scores,
     recent_edges,
 )
-from hetray.mspipe.fit import build_model, memory_config
+from hetray.mspipe.fit import memory_config
 from hetray.mspipe.staleness import MemoryBackend
+from hetray.mspipe.trainer import build_model
 from hetray.temporal.batches import fetch_features, sample_batch
 from hetray.temporal.data import EventStream
 from hetray.temporal.link_metrics import LinkMetrics, link_metrics

@@ -7,8 +7,8 @@ The path from here to every adapter, one hop each:
 
 - run API: :mod:`hetray.mspipe.run` (``RunConfig`` -> ``MSPipeDriver.step()`` per epoch ->
   ``RunReport``; ``run(config, backend=None)``; the sequential mode needs no Ray);
-- actor shell: ``actors/mspipe.py`` (``hetray.actors.mspipe.RayBackend``: the workers below
-  as Ray actors);
+- actor shell: ``actors/mspipe.py`` (``hetray.actors.mspipe.RayBackend``: the workers below,
+  the trainer included, as Ray actors);
 - CLI: ``hetray train mspipe`` (``hetray/cli/mspipe.py``; ``--config``/``--print-config``);
 - Tune experiment: ``mspipe`` (``hetray/experiments/mspipe.py``);
 - example: ``examples/mspipe_tgn.py``;
@@ -22,7 +22,9 @@ Modules: :mod:`~hetray.mspipe.staleness` (the version rule, ``k``, the stage clo
 :mod:`~hetray.mspipe.replay` (the trainer's write-back log that makes a restored shard lose
 nothing), :mod:`~hetray.mspipe.storage` (the run's directory and its checkpoints),
 :mod:`~hetray.mspipe.driver` (one pass over batches), :mod:`~hetray.mspipe.fit` (epochs,
-early stopping, evaluation), :mod:`~hetray.mspipe.report` (what a run reports),
+early stopping, evaluation), :mod:`~hetray.mspipe.trainer` (stage 4 as a worker: the model,
+Adam, PRES / VCA), :mod:`~hetray.mspipe.resident` (the node memory on the trainer's device),
+:mod:`~hetray.mspipe.report` (what a run reports),
 :mod:`~hetray.mspipe.evaluation` (the per-event scores a run saves for ``hetray eval vcs``,
 ``docs/vcs.md``). The models,
 data and sampler are the temporal-GNN library's (:mod:`hetray.temporal`).
@@ -41,6 +43,8 @@ _EXPORTS = {
     "InlineSources": "hetray.mspipe.sources",
     "LocalBackend": "hetray.mspipe.run",
     "LocalMemoryStore": "hetray.mspipe.store",
+    "MemoryPlacement": "hetray.mspipe.config",
+    "MemoryResidence": "hetray.mspipe.config",
     "MSPipeDriver": "hetray.mspipe.run",
     "Mitigation": "hetray.mspipe.staleness",
     "ModelChoice": "hetray.mspipe.config",

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from hetray.accel.specs import DeviceChoice, Precision
 from hetray.core.errors import ConfigError
-from hetray.mspipe.staleness import PipelineConfig
+from hetray.mspipe.staleness import PipelineConfig, PipelineMode
 from hetray.mspipe.storage import DEFAULT_STORAGE_DIR
 from hetray.temporal.data import EventStream
 from hetray.temporal.formats import CsvLayout, LoadedEvents, LoadOptions, read_events
@@ -165,6 +166,30 @@ class StoreConfig:
             raise ConfigError("StoreConfig", "actor_cpus", self.actor_cpus, ">= 0")
 
 
+class MemoryResidence(StrEnum):
+    """Where the node memory table lives (:class:`MemoryPlacement`)."""
+
+    HOST = "host"
+    DEVICE = "device"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryPlacement:
+    """Where the node memory (memory, timestamps, mailboxes) lives.
+
+    Attributes:
+        resident: ``host``: numpy arrays in the memory store (the sequential mode's
+            in-process store, the mspipe mode's shard workers); each batch's rows travel to
+            the trainer and its write-back back. ``device``: one table on the trainer's device
+            (``train.device``), inside the trainer, read and written there with no host round
+            trip per batch (:mod:`hetray.mspipe.resident`). For one trainer: the mspipe mode
+            then starts no shard workers (``store.num_shards`` 1) and reads at staleness 0;
+            not with PRES.
+    """
+
+    resident: MemoryResidence = MemoryResidence.HOST
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunConfig:
     """One MSPipe run; the sections are the YAML file's (``hetray train mspipe --print-config``).
@@ -172,6 +197,7 @@ class RunConfig:
     Attributes:
         data: the event stream. model: the model. pipeline: mode and staleness.
         train: optimisation. store: the mspipe mode's workers.
+        memory: where the node memory lives (host store or the trainer's device).
         pres: PRES's prediction-correction and coherence term (off by default).
         vca: the volatility-aware objective (``weight`` 0: off; ``docs/vcs.md``).
         storage_dir: the root of the runs' files (a plain path; relative to the working
@@ -184,6 +210,7 @@ class RunConfig:
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    memory: MemoryPlacement = field(default_factory=MemoryPlacement)
     pres: PresConfig = field(default_factory=PresConfig)
     vca: VcaConfig = field(default_factory=VcaConfig)
     storage_dir: str = DEFAULT_STORAGE_DIR
@@ -199,6 +226,24 @@ class RunConfig:
         if self.train.precision is not Precision.FP32 and self.pres.enabled:
             raise ConfigError("RunConfig", "train.precision", self.train.precision.value,
                               "fp32 with PRES")
+        if self.memory.resident is MemoryResidence.DEVICE:
+            self._check_resident()
+
+    def _check_resident(self) -> None:
+        """Refuse what a device-resident memory table cannot serve (one line each)."""
+        pipe, shards = self.pipeline, self.store.num_shards
+        refusal = ""
+        if self.pres.enabled:
+            refusal = "host with PRES (PRES corrects the rows on the host)"
+        elif pipe.mode is PipelineMode.MSPIPE and shards != 1:
+            refusal = (f"host with store.num_shards {shards} (the device table is one store "
+                       "inside the trainer: set store.num_shards to 1)")
+        elif pipe.mode is PipelineMode.MSPIPE and not pipe.auto_staleness and pipe.staleness:
+            refusal = (f"host with pipeline.staleness {pipe.staleness} (the trainer reads its "
+                       "own table, always fresh: staleness 0 or auto)")
+        if refusal:
+            raise ConfigError("RunConfig", "memory.resident", self.memory.resident.value,
+                              refusal)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,19 +23,18 @@ epochs, so the reported test AP equals testing that epoch directly.
 
 from __future__ import annotations
 
-import copy
 import logging
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import torch
 
-from hetray.accel.precision import step_options
+from hetray.core.group import ActorGroup, WorkerInit
+from hetray.core.local_group import LocalActorGroup
 from hetray.mspipe.config import QUIET, Progress, TrainConfig
 from hetray.mspipe.driver import StepFn, run_pass
 from hetray.mspipe.sources import EventView, InlineSources, NegativeStream, SourceFactory
@@ -48,17 +47,17 @@ from hetray.mspipe.staleness import (
     StageClock,
 )
 from hetray.mspipe.store import LocalMemoryStore
+from hetray.mspipe.trainer import Trainer, trainer_failure
 from hetray.temporal.batches import SampledBatch, batch_slices, pending_ratio
 from hetray.temporal.data import EventStream, TemporalSplit
 from hetray.temporal.link_metrics import LinkMetrics, batch_link_metrics, link_metrics
 from hetray.temporal.memory import MemoryConfig, MemoryRows
 from hetray.temporal.models import MemoryTGNN, ModelConfig
-from hetray.temporal.pres import Pres
 from hetray.temporal.protocol import EvalProtocol
-from hetray.temporal.train import StepResult, eval_step, model_device, train_step
-from hetray.temporal.vca import Vca
+from hetray.temporal.train import StepResult
 
 logger = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 #: A validation set with fewer events gets a warning: its AP is too noisy to select on.
@@ -129,8 +128,10 @@ class FitReport:
             inductive test events), with the cut times.
         pending_ratios: per epoch, the fraction of training events whose source or
             destination occurred earlier in the same batch (PRES's pending events).
-        cpu_s: per epoch, CPU seconds of this process during the training pass (all its
-            threads; unlike wall time, not inflated by other processes on shared cores).
+        cpu_s: per epoch, CPU seconds of the trainer's process during the training pass
+            (all its threads; unlike wall time, not inflated by other processes on shared
+            cores). In process that includes the in-process workers; a trainer actor counts
+            its own process only.
     """
 
     train_passes: list[PassReport] = field(default_factory=list)
@@ -195,35 +196,33 @@ class EpochLoop:
     """The epochs of one run as a state machine: :meth:`step` trains and validates an epoch.
 
     Args:
-        model: the model (trained in place; stage 4 runs in the caller).
+        trainer: a group of one trainer (stage 4: the model, Adam, PRES / VCA state), in
+            this process or an actor (:mod:`hetray.mspipe.trainer`).
         split: chronological train / validation / test event ids.
         train_cfg: optimisation settings.
         pipe_cfg: pipeline settings.
         sources: stages 1-2.
         store: stages 3 and 5.
         progress: observation callbacks.
-        pres: the trainer's PRES state (None: plain training, exactly as without PRES).
-        vca: the trainer's VCA objective (None: none); ``passes``: evaluations by stream.
+
+    Attributes:
+        passes: evaluations by stream.
 
     Example:
-        >>> loop = EpochLoop(model, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
+        >>> loop = EpochLoop(trainer, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
         ...                  sources=sources, store=store)  # doctest: +SKIP
         >>> while not loop.done:                            # doctest: +SKIP
         ...     loop.step()
         >>> report = loop.finish()                          # doctest: +SKIP
     """
 
-    def __init__(self, model: MemoryTGNN, split: TemporalSplit, *, train_cfg: TrainConfig,
-                 pipe_cfg: PipelineConfig, sources: SourceFactory, store: MemoryStore,
-                 progress: Progress = QUIET, pres: Pres | None = None,
-                 vca: Vca | None = None) -> None:
-        self.model, self.split, self.pres, self.vca = model, split, pres, vca
+    def __init__(self, trainer: ActorGroup[Trainer], split: TemporalSplit, *,
+                 train_cfg: TrainConfig, pipe_cfg: PipelineConfig, sources: SourceFactory,
+                 store: MemoryStore, progress: Progress = QUIET) -> None:
+        self.trainer, self.split = trainer, split
         self.passes: dict[NegativeStream, PassReport] = {}
         self.train_cfg, self.pipe_cfg = train_cfg, pipe_cfg
         self.sources, self.store, self.progress = sources, store, progress
-        # foreach: one fused update over all parameters (0.6 ms of 3.5 saved per TGN step)
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=train_cfg.lr, foreach=True)
-        self.precision = step_options(train_cfg.precision, model_device(model))
         self.report = FitReport(evaluation=train_cfg.evaluation, warnings=split_warnings(split))
         for warning in self.report.warnings:
             logger.warning("%s", warning)
@@ -258,9 +257,9 @@ class EpochLoop:
         if report.val.ap > self.best.ap:
             self.best = BestEpoch(epoch=epoch + 1, val=report.val)
             if patience:  # what a restore puts back: parameters, and memory after validation
-                self.best.state = copy.deepcopy(self.model.state_dict())
+                self.best.state = self._call(Trainer.weights)
                 self.best.memory = self.store.snapshot()
-                self.best.pres = self.pres.state_dict() if self.pres is not None else {}
+                self.best.pres = self._call(Trainer.pres_state)
         elif patience and epoch + 1 - self.best.epoch >= patience:
             self.stopped = True
         return done
@@ -280,12 +279,11 @@ class EpochLoop:
     def _test_separately(self) -> None:
         """TGN: the test pass, then the inductive test events from the memory before it."""
         after_validation = self.store.snapshot()
-        pres_state = self.pres.state_dict() if self.pres is not None else {}
+        pres_state = self._call(Trainer.pres_state)
         self.report.test = self._metrics(*self._scores(
             self._evaluate(self.split.test, NegativeStream.test())))
         self.store.load_snapshot(after_validation)
-        if self.pres is not None:
-            self.pres.load_state_dict(pres_state)
+        self._call(Trainer.load_pres_state, pres_state)
         self.report.test_inductive = self._metrics(*self._scores(
             self._evaluate(self.split.test_inductive, NegativeStream.test_inductive())))
 
@@ -301,21 +299,22 @@ class EpochLoop:
     def _scores(done: PassReport) -> tuple[np.ndarray, np.ndarray]:
         return done.pos_score, done.neg_score
 
+    def _call(self, method: Callable[..., R], *args: object) -> R:
+        """``method`` of the trainer, waited for (its failure raises ``TrainerFailedError``)."""
+        return self.trainer.execute_single(0, method, *args)
+
     def _train_epoch(self, epoch: int) -> PassReport:
         """One training pass from zeroed memory; records it in the report."""
         train_batches = batch_slices(self.split.train, self.train_cfg.batch_size)
         self.store.reset()
-        if self.pres is not None:
-            self.pres.reset_memory()
+        self._call(Trainer.start_training)
         self.progress.start(f"epoch {epoch + 1}/{self.train_cfg.epochs}", len(self.split.train))
         source = self.sources.open(EventView.TRAIN, train_batches, NegativeStream.train(epoch))
-        vca = {} if self.vca is None else {"vca": self.vca.for_epoch()}  # off: the plain call
-        step = _PendingMeter(partial(train_step, self.model, self.optimizer, pres=self.pres,
-                                     **vca, **self.precision.train))
-        report, cpu_start = self.report, time.process_time()
+        step = _PendingMeter(partial(self.trainer.execute_single, 0, Trainer.train_step))
+        report, cpu_start = self.report, self._call(Trainer.cpu_seconds)
         done = run_pass(step, source, self.store, len(train_batches), self.pipe_cfg,
                         report.clock, on_batch=self.progress.advance)
-        report.cpu_s.append(time.process_time() - cpu_start)
+        report.cpu_s.append(self._call(Trainer.cpu_seconds) - cpu_start)
         report.pending_ratios.append(step.ratio)
         report.train_passes.append(done)
         report.num_train_batches += len(train_batches)
@@ -328,23 +327,18 @@ class EpochLoop:
 
     def trainer_state(self) -> dict[str, dict[str, torch.Tensor]]:
         """Parameters, Adam state and PRES's state (if any): ``torch.save``-able tensors."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "pres": self.pres.state_dict() if self.pres is not None else {}}
+        return self._call(Trainer.state)
 
     def load_trainer_state(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
         """Put back a :meth:`trainer_state` (the memory is the store's, restored apart)."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.pres is not None:
-            self.pres.load_state_dict(state["pres"])
+        self._call(Trainer.load_state, state)
 
     def _restore(self) -> None:
         """Put back the best epoch's parameters and its memory after validation."""
         best = self.best
-        self.model.load_state_dict(best.state)
+        self._call(Trainer.load_weights, best.state)
         self.store.load_snapshot(best.memory)
-        if self.pres is not None:
-            self.pres.load_state_dict(best.pres)
+        self._call(Trainer.load_pres_state, best.pres)
         self.report.best_epoch, self.report.val = best.epoch, best.val
         logger.info("restored epoch %d (val AP %.4f)", best.epoch, best.ap)
 
@@ -353,7 +347,7 @@ class EpochLoop:
         """Stream ``eids`` through the model without gradients (staleness 0), updating memory."""
         batches = batch_slices(eids, self.train_cfg.batch_size)
         self.progress.start("eval", len(eids))
-        done = run_pass(partial(eval_step, self.model, pres=self.pres, **self.precision.eval),
+        done = run_pass(partial(self.trainer.execute_single, 0, Trainer.eval_step),
                         self.sources.open(view, batches, stream),
                         self.store, len(batches), self.pipe_cfg, StageClock(), train=False,
                         on_batch=self.progress.advance)
@@ -365,24 +359,24 @@ class EpochLoop:
 def fit(model: MemoryTGNN, split: TemporalSplit, *, train_cfg: TrainConfig,
         pipe_cfg: PipelineConfig, sources: SourceFactory, store: MemoryStore,
         progress: Progress = QUIET) -> FitReport:
-    """Train for up to ``train_cfg.epochs`` epochs, validate each epoch, test the best."""
-    loop = EpochLoop(model, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg, sources=sources,
-                     store=store, progress=progress)
-    while not loop.done:
-        loop.step()
-    return loop.finish()
+    """Train ``model`` in place for up to ``train_cfg.epochs`` epochs, validate each, test the best.
+
+    The model trains on a trainer thread of this process (:class:`~hetray.mspipe.trainer.Trainer`
+    in a :class:`~hetray.core.local_group.LocalActorGroup`).
+    """
+    with LocalActorGroup(Trainer, [WorkerInit.of(model, train_cfg)],
+                         on_failure=trainer_failure) as trainer:
+        loop = EpochLoop(trainer, split, train_cfg=train_cfg, pipe_cfg=pipe_cfg,
+                         sources=sources, store=store, progress=progress)
+        while not loop.done:
+            loop.step()
+        return loop.finish()
 
 
 def memory_config(events: EventStream, model_cfg: ModelConfig) -> MemoryConfig:
     """The node-memory layout ``model_cfg`` needs on ``events``."""
     return MemoryConfig(num_nodes=events.num_nodes, memory_dim=model_cfg.memory_dim,
                         edge_feat_dim=events.edge_feat_dim, mailbox_size=model_cfg.mailbox)
-
-
-def build_model(model_cfg: ModelConfig, seed: int) -> MemoryTGNN:
-    """The model, initialised from ``seed`` (so every pipeline starts from the same one)."""
-    torch.manual_seed(seed)
-    return MemoryTGNN(model_cfg)
 
 
 def fit_sequential(model: MemoryTGNN, events: EventStream, split: TemporalSplit, *,

@@ -1,16 +1,17 @@
 """Epoch checkpoints of an MSPipe run in its run storage (:mod:`hetray.core.storage`).
 
-After every epoch (training pass and validation) the trainer writes one part: its
-parameters, Adam and PRES state (:meth:`~hetray.mspipe.fit.EpochLoop.trainer_state`), torch's
-RNG state, the memory after validation (what the next test pass starts from) and, with
-early stopping, the best epoch's parameters and memory; the marker beside it holds the epoch
-records and the report's running numbers. :func:`resume` puts all of it back into a new
-driver, so the run continues with the next epoch and ends with the numbers an uninterrupted
-run ends with. What a resumed run does not carry over: the stage-time clock and the
+After every epoch (training pass and validation) the driver writes one part: the trainer's
+parameters, Adam and PRES state (:meth:`~hetray.mspipe.trainer.Trainer.state`), torch's RNG
+state in the trainer's process, the memory after validation (what the next test pass starts
+from) and, with early stopping, the best epoch's parameters and memory; the marker beside it
+holds the epoch records and the report's running numbers. :func:`resume` puts all of it back
+into a new driver, so the run continues with the next epoch and ends with the numbers an
+uninterrupted run ends with. What a resumed run does not carry over: the stage-time clock and the
 memory-store recoveries of the epochs before (its report counts its own epochs there).
 
 Every epoch starts from zeroed memory (:mod:`hetray.mspipe.fit`), so an epoch boundary is
-the one point where this much state is the whole state.
+the one point where this much state is the whole state; it is also where a run whose trainer
+died (:class:`~hetray.core.errors.TrainerFailedError`) continues.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 from hetray.core.storage import CheckpointLog, Complete
 from hetray.mspipe.fit import BestEpoch
 from hetray.mspipe.report import EpochRecord
+from hetray.mspipe.trainer import Trainer
 from hetray.temporal.link_metrics import LinkMetrics
 from hetray.temporal.memory import MemoryRows
 
@@ -58,7 +60,8 @@ def save_epoch(driver: MSPipeDriver, log: CheckpointLog) -> None:
     """Checkpoint ``driver`` after its last epoch (position = epochs done)."""
     loop, position = driver.loop, len(driver.epochs)
     best = loop.best
-    state = {"trainer": loop.trainer_state(), "rng": torch.get_rng_state(),
+    rng = driver.trainer.execute_single(0, Trainer.rng_state)
+    state = {"trainer": loop.trainer_state(), "rng": rng,
              "memory": [_rows_to_tensors(r) for r in loop.store.snapshot()],
              "best_state": best.state, "best_pres": best.pres,
              "best_memory": [_rows_to_tensors(r) for r in best.memory]}
@@ -78,7 +81,7 @@ def resume(driver: MSPipeDriver, log: CheckpointLog, complete: Complete) -> None
     state = log.storage.load_tensors(log.part_path(complete.position, 0))
     loop, meta = driver.loop, complete.meta
     loop.load_trainer_state(state["trainer"])
-    torch.set_rng_state(state["rng"])
+    driver.trainer.execute_single(0, Trainer.load_rng_state, state["rng"])
     loop.store.load_snapshot([_rows_from_tensors(r) for r in state["memory"]])
     best_val = meta["best_val"]
     loop.best = BestEpoch(epoch=int(meta["best_epoch"]),

@@ -8,18 +8,22 @@ the Tune experiment (``hetray/experiments/mspipe.py``), ``examples/mspipe_tgn.py
     report = run(RunConfig(), RayBackend())       # hetray.actors.mspipe: Ray actors
     print(report.test.ap, report.to_dict()["staleness_histogram"])
 
-==============  ======================================  ====================================
-mode            stages 1-2 (sample, feature fetch)      stages 3 and 5 (memory fetch, write)
-==============  ======================================  ====================================
-``sequential``  inline in the driver                    in-process store, synchronous
-``mspipe``      sampler + fetcher workers, ahead        ``P`` memory-store shard workers
-==============  ======================================  ====================================
+==============  ============================  =========================  ===========================
+mode            stages 1-2 (sample, feature)  stages 3, 5 (memory I/O)   stage 4 (the trainer)
+==============  ============================  =========================  ===========================
+``sequential``  inline in the driver          in-process store           a worker in this process
+``mspipe``      sampler, fetcher workers      ``P`` memory-store shards  a worker (on Ray: an actor)
+==============  ============================  =========================  ===========================
 
-The :class:`Backend` decides where the mspipe mode's workers run: :class:`LocalBackend`
-(threads of this process, :class:`~hetray.core.group.LocalActorGroup`) or
-``hetray.actors.mspipe.RayBackend`` (Ray actors); the sequential mode uses no backend and
-needs no Ray. The trainer (stage 4) is the driver in every case and owns the model, so a
-run's parameters can be compared bit for bit across modes and backends.
+The :class:`Backend` decides where the mspipe mode's workers run, the trainer included:
+:class:`LocalBackend` (threads of this process, :class:`~hetray.core.group.LocalActorGroup`)
+or ``hetray.actors.mspipe.RayBackend`` (Ray actors; the trainer on a GPU for ``cuda``); the
+sequential mode runs its trainer on a thread of this process and needs no Ray. The driver
+never holds the model: it calls the trainer through its group
+(:class:`~hetray.mspipe.trainer.Trainer`'s typed methods), so one epoch loop serves both, and a
+run's parameters compare bit for bit across modes and backends (``parameters()``). With
+``memory.resident: device`` the node memory lives in the trainer (stages 3 and 5 there;
+:mod:`hetray.mspipe.resident`) and the mspipe mode starts no shard workers.
 
 The driver's step unit is an **epoch**: a training pass from zeroed memory, then the
 validation pass. :meth:`MSPipeDriver.run` steps until the epochs are done or early stopping
@@ -38,13 +42,13 @@ from typing import Any, Protocol
 import torch
 
 import hetray.core.storage as core_storage
-from hetray.accel.precision import resolve_device
+from hetray.accel.specs import DeviceChoice
 from hetray.core.config import config_to_dict
 from hetray.core.group import ActorGroup, WorkerInit
 from hetray.core.local_group import LocalActorGroup
-from hetray.mspipe.config import QUIET, Progress, RunConfig, read_dataset
+from hetray.mspipe.config import QUIET, MemoryResidence, Progress, RunConfig, read_dataset
 from hetray.mspipe.evaluation import SavedEvaluation, ScoreSet, save_evaluation, set_scores
-from hetray.mspipe.fit import EpochLoop, MemoryStore, build_model, memory_config
+from hetray.mspipe.fit import EpochLoop, MemoryStore, memory_config
 from hetray.mspipe.report import EpochRecord, RunReport
 from hetray.mspipe.resume import RESUMABLE_CHANGES, save_epoch
 from hetray.mspipe.resume import resume as resume_epochs
@@ -57,24 +61,30 @@ from hetray.mspipe.sources import (
     SamplerWorker,
     SourceFactory,
 )
-from hetray.mspipe.staleness import Mitigation, PipelineMode
+from hetray.mspipe.staleness import Mitigation, PipelineConfig, PipelineMode
 from hetray.mspipe.storage import CHECKPOINT_SUBDIR, RunStorage, leftover_checkpoints
 from hetray.mspipe.store import LocalMemoryStore
 from hetray.mspipe.store_client import MemoryStoreClient
 from hetray.mspipe.store_worker import MemoryStoreWorker, shard_failure
 from hetray.mspipe.threads import trainer_threads, usable_cpus
+from hetray.mspipe.trainer import (
+    ResidentStore,
+    Trainer,
+    TrainerSpec,
+    TrainerWorker,
+    trainer_failure,
+)
 from hetray.temporal.formats import LoadedEvents
 from hetray.temporal.link_metrics import LinkMetrics
+from hetray.temporal.memory import MemoryConfig
 from hetray.temporal.models import ModelConfig
-from hetray.temporal.pres import Pres
 from hetray.temporal.protocol import split_for
-from hetray.temporal.vca import Vca
 
 logger = logging.getLogger(__name__)
 
 
 class Backend(Protocol):
-    """Makes the groups of the mspipe mode's workers (where they run)."""
+    """Makes the groups of the mspipe mode's workers, the trainer included (where they run)."""
 
     def memory_stores(self, inits: Sequence[WorkerInit],
                       num_cpus: float) -> ActorGroup[MemoryStoreWorker]:
@@ -87,6 +97,10 @@ class Backend(Protocol):
 
     def fetchers(self, init: WorkerInit, num_cpus: float) -> ActorGroup[FetcherWorker]:
         """One feature-fetch worker."""
+        ...
+
+    def trainers(self, init: WorkerInit, device: DeviceChoice) -> ActorGroup[TrainerWorker]:
+        """One trainer worker on ``device``, failing as ``trainer_failure``."""
         ...
 
 
@@ -106,16 +120,24 @@ class LocalBackend:
         """An in-process feature-fetch worker."""
         return LocalActorGroup(FetcherWorker, [init])
 
+    def trainers(self, init: WorkerInit, device: DeviceChoice) -> ActorGroup[TrainerWorker]:
+        """An in-process trainer (``device`` is resolved in this process by the trainer)."""
+        return LocalActorGroup(TrainerWorker, [init], on_failure=trainer_failure)
+
 
 #: Workers an mspipe-mode run starts besides its shards: the sampler and the fetcher.
 PREFETCH_WORKERS = 2
 
 
 def reserved_cpus(config: RunConfig) -> float:
-    """CPUs the run's workers reserve next to the trainer: ``(2 + P) * actor_cpus`` (mspipe)."""
+    """CPUs the run's workers reserve next to the trainer: ``(2 + P) * actor_cpus`` (mspipe).
+
+    ``P`` is 0 with the memory resident in the trainer (no shard workers start).
+    """
     if config.pipeline.mode != PipelineMode.MSPIPE:
         return 0.0
-    return (PREFETCH_WORKERS + config.store.num_shards) * config.store.actor_cpus
+    shards = 0 if config.memory.resident is MemoryResidence.DEVICE else config.store.num_shards
+    return (PREFETCH_WORKERS + shards) * config.store.actor_cpus
 
 
 class MSPipeDriver:
@@ -129,10 +151,9 @@ class MSPipeDriver:
 
     Attributes:
         events, split: the stream and its chronological split.
-        model: the model being trained.
-        pres: the trainer's PRES state (None with PRES off).
-        vca: the trainer's VCA objective (None with ``vca.weight`` 0).
-        memory_stores: the shard workers' group (None in sequential mode).
+        trainer: the trainer's group (one :class:`~hetray.mspipe.trainer.TrainerWorker`).
+        memory_stores: the shard workers' group (None in sequential mode and with the memory
+            resident in the trainer).
         storage: the run's checkpoint directory (None without memory-store checkpoints).
         epochs: one record per epoch stepped.
     """
@@ -149,55 +170,81 @@ class MSPipeDriver:
         torch.set_num_threads(self.threads)  # put back by close()
         logger.info("trainer: %d torch threads", self.threads)
         model_cfg = config.model.model_config(self.events.edge_feat_dim)
-        self.model = build_model(model_cfg, config.train.seed).to(
-            resolve_device(config.train.device, "TrainConfig"))  # initialised on the host
-        self.pres = Pres(config.pres, self.events.num_nodes, model_cfg.memory_dim) \
-            if config.pres.enabled else None
-        self.vca = Vca(config.vca) if config.vca.enabled else None
         self.memory_stores: ActorGroup[MemoryStoreWorker] | None = None
         self.storage: RunStorage | None = None
         self._groups: list[ActorGroup[Any]] = []
-        sources, store = self._stages(model_cfg, backend)
-        self.loop = EpochLoop(self.model, self.split, train_cfg=config.train,
-                              pipe_cfg=config.pipeline, sources=sources, store=store,
-                              progress=progress or QUIET, pres=self.pres, vca=self.vca)
+        try:
+            self.trainer = self._keep(self._trainers(model_cfg, backend))
+            sources, store = self._stages(model_cfg, backend)
+        except BaseException:
+            self.close()
+            raise
+        self.loop = EpochLoop(self.trainer, self.split, train_cfg=config.train,
+                              pipe_cfg=self._pipeline(), sources=sources, store=store,
+                              progress=progress or QUIET)
         self.loop.report.warnings[:0] = loaded.notes  # how the file was read comes first
         self.epochs: list[EpochRecord] = []
+
+    @property
+    def resident(self) -> bool:
+        """Whether the node memory lives in the trainer (``memory.resident: device``)."""
+        return self.config.memory.resident is MemoryResidence.DEVICE
+
+    def _pipeline(self) -> PipelineConfig:
+        """The config's pipeline; staleness 0 when the trainer reads its own table."""
+        if self.resident:
+            return replace(self.config.pipeline, auto_staleness=False, staleness=0)
+        return self.config.pipeline
+
+    def _trainers(self, model_cfg: ModelConfig,
+                  backend: Backend | None) -> ActorGroup[TrainerWorker]:
+        """The trainer: the backend's in mspipe mode, in this process in sequential mode."""
+        cfg = self.config
+        spec = TrainerSpec(model=model_cfg, train=cfg.train, pres=cfg.pres, vca=cfg.vca,
+                           memory=memory_config(self.events, model_cfg),
+                           resident=self.resident, threads=self.threads)
+        if cfg.pipeline.mode == PipelineMode.SEQUENTIAL or backend is None:
+            backend = LocalBackend()
+        return backend.trainers(WorkerInit.of(spec), cfg.train.device)
 
     def _stages(self, model_cfg: ModelConfig,
                 backend: Backend | None) -> tuple[SourceFactory, MemoryStore]:
         """Stages 1-2 and 3/5 of the config's mode (the mspipe mode starts its groups)."""
         cfg, mem_cfg = self.config, memory_config(self.events, model_cfg)
+        store: MemoryStore = ResidentStore(self.trainer) if self.resident \
+            else LocalMemoryStore(mem_cfg)
         if cfg.pipeline.mode == PipelineMode.SEQUENTIAL:
             return (InlineSources(self.events, self.split, model_cfg.sampled_neighbors,
-                                  cfg.train.seed, cfg.train.evaluation),
-                    LocalMemoryStore(mem_cfg))
+                                  cfg.train.seed, cfg.train.evaluation), store)
         backend = backend or LocalBackend()
-        store, cpus = cfg.store, cfg.store.actor_cpus
-        if store.checkpointing:
-            self.storage = RunStorage.open(cfg.storage_dir, store.checkpoint_dir)
-            logger.info("memory-store checkpoints in %s", self.storage.checkpoint_dir)
-        ckpt_dir = "" if self.storage is None else str(self.storage.checkpoint_dir.absolute())
-        try:
-            # MSPipe's similar-node mitigation reads the sampled neighbours of every model
-            similar = cfg.pipeline.mitigation == Mitigation.SIMILAR
-            num_neighbors = model_cfg.num_neighbors if similar else model_cfg.sampled_neighbors
-            samplers = self._keep(backend.samplers(WorkerInit.of(
-                self.events, self.split, num_neighbors), cpus))
-            fetchers = self._keep(backend.fetchers(WorkerInit.of(self.events.edge_feat), cpus))
-            self.memory_stores = self._keep(backend.memory_stores([WorkerInit.of(
-                mem_cfg, s, store.num_shards, checkpoint_dir=ckpt_dir,
-                checkpoint_every=store.checkpoint_every) for s in range(store.num_shards)], cpus))
-            client = MemoryStoreClient(self.memory_stores)
-        except BaseException:
-            self.close()
-            raise
-        logger.info("mspipe workers: 1 sampler, 1 fetcher, %d memory-store shards",
-                    store.num_shards)
+        cpus = cfg.store.actor_cpus
+        # MSPipe's similar-node mitigation reads the sampled neighbours of every model
+        similar = cfg.pipeline.mitigation == Mitigation.SIMILAR
+        num_neighbors = model_cfg.num_neighbors if similar else model_cfg.sampled_neighbors
+        samplers = self._keep(backend.samplers(WorkerInit.of(
+            self.events, self.split, num_neighbors), cpus))
+        fetchers = self._keep(backend.fetchers(WorkerInit.of(self.events.edge_feat), cpus))
+        if not self.resident:
+            store = self._shards(mem_cfg, backend)
         negatives = NegativeSampler.of(self.events, self.split, cfg.train.evaluation,
                                        cfg.train.seed)
         return GroupSources(samplers, fetchers, chunk=cfg.pipeline.io_batches,
-                            negatives=negatives), client
+                            negatives=negatives), store
+
+    def _shards(self, mem_cfg: MemoryConfig, backend: Backend) -> MemoryStoreClient:
+        """The ``P`` memory-store shard workers (checkpointing under the run's storage)."""
+        store = self.config.store
+        if store.checkpointing:
+            self.storage = RunStorage.open(self.config.storage_dir, store.checkpoint_dir)
+            logger.info("memory-store checkpoints in %s", self.storage.checkpoint_dir)
+        ckpt_dir = "" if self.storage is None else str(self.storage.checkpoint_dir.absolute())
+        self.memory_stores = self._keep(backend.memory_stores([WorkerInit.of(
+            mem_cfg, s, store.num_shards, checkpoint_dir=ckpt_dir,
+            checkpoint_every=store.checkpoint_every) for s in range(store.num_shards)],
+            store.actor_cpus))
+        logger.info("mspipe workers: 1 sampler, 1 fetcher, %d memory-store shards",
+                    store.num_shards)
+        return MemoryStoreClient(self.memory_stores)
 
     def _keep(self, group: ActorGroup[Any]) -> ActorGroup[Any]:
         self._groups.append(group)
@@ -207,6 +254,10 @@ class MSPipeDriver:
     def done(self) -> bool:
         """Whether every epoch ran or early stopping ended training."""
         return self.loop.done
+
+    def parameters(self) -> dict[str, torch.Tensor]:
+        """The trainer's named parameters now (host copies; compare runs with these)."""
+        return self.trainer.execute_single(0, Trainer.parameters)
 
     def step(self) -> EpochRecord:
         """Train one epoch and validate it; returns its record."""

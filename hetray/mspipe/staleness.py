@@ -10,7 +10,7 @@ Stages and where they run::
     1 sample         inline                sampler actor, runs ahead (prefetch)
     2 feature fetch  inline                feature actor, runs ahead
     3 memory fetch   inline, blocking      memory-store actors, issued ahead (below)
-    4 train          driver                driver (the trainer owns the model)
+    4 train          trainer worker        trainer actor (owns the model; its GPU if any)
     5 write-back     inline, blocking      memory-store actors, asynchronous
 
 Version rule. Store version ``v`` holds the state after batches ``0..v-1`` of the pass
@@ -42,7 +42,9 @@ relaxing by 5% per read answered in time::
     k_i = min(max_staleness, G - 1 + lead_i)
 
 recomputed every iteration from the measured stage times (moving averages; ``G =
-io_batches``, ``G = 1`` is one read per batch).
+io_batches``, ``G = 1`` is one read per batch). ``tau_4`` is the step's own seconds, timed
+inside the trainer (``StepResult.step_s``; on a GPU until the scores reached the host, so
+synchronised), not the call's round trip from the driver to a trainer actor.
 
 Stale rows (nodes written by a batch the read missed) are mitigated (:class:`Mitigation`):
 by default the trainer replays its own in-flight write-backs on them

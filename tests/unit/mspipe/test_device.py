@@ -50,7 +50,7 @@ def on(device: DeviceChoice, config: RunConfig = CONFIG) -> RunConfig:
 def trained(config: RunConfig, backend=None):
     with MSPipeDriver(config, backend) as driver:
         report = driver.run()
-        return {k: v.detach().cpu() for k, v in driver.model.state_dict().items()}, report
+        return driver.parameters(), report
 
 
 def test_auto_without_a_gpu_is_the_cpu_run():
