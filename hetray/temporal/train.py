@@ -49,25 +49,33 @@ class StepResult:
     step_s: float
 
 
-def _tensor(array: np.ndarray) -> torch.Tensor:
+def host_tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor sharing ``array``'s memory, copying only read-only arrays (Ray hands those)."""
     return torch.from_numpy(np.require(array, requirements="W"))
 
 
-def to_inputs(batch: SampledBatch, rows: MemoryRows, memory: np.ndarray) -> ModelInputs:
-    """Tensors for the model; ``memory`` float32 (U, D) may be a mitigated copy of rows'."""
+def batch_tensors(batch: SampledBatch) -> dict[str, torch.Tensor]:
+    """The batch's share of :class:`ModelInputs` on the host: roots, neighbours, times, features.
+
+    ``root_idx`` int64 (R,), ``root_t`` float64 (R,), ``nbr_idx`` int64 (R, K), ``nbr_mask``
+    bool (R, K), ``nbr_dt`` float32 (R, K), ``nbr_feat`` float32 (R, K, D_e).
+    """
     t = batch.t
     root_t = torch.from_numpy(np.concatenate([t, t, t]))
     nbr_dt = root_t[:, None].numpy() - batch.nbrs.t
     num_roots, k = batch.nbr_idx.shape
     feat = batch.nbr_feat if batch.nbr_feat.ndim == 3 else \
         np.zeros((num_roots, k, batch.edge_feat.shape[1]), np.float32)
-    return ModelInputs(
-        memory=_tensor(memory), mem_ts=_tensor(rows.mem_ts),
-        mail=_tensor(rows.mail), mail_ts=_tensor(rows.mail_ts),
-        root_idx=_tensor(batch.root_idx), root_t=root_t,
-        nbr_idx=_tensor(batch.nbr_idx), nbr_mask=_tensor(batch.nbrs.mask),
-        nbr_dt=_tensor(nbr_dt.astype(np.float32)), nbr_feat=_tensor(feat))
+    return {"root_idx": host_tensor(batch.root_idx), "root_t": root_t,
+            "nbr_idx": host_tensor(batch.nbr_idx), "nbr_mask": host_tensor(batch.nbrs.mask),
+            "nbr_dt": host_tensor(nbr_dt.astype(np.float32)), "nbr_feat": host_tensor(feat)}
+
+
+def to_inputs(batch: SampledBatch, rows: MemoryRows, memory: np.ndarray) -> ModelInputs:
+    """Tensors for the model; ``memory`` float32 (U, D) may be a mitigated copy of rows'."""
+    return ModelInputs(memory=host_tensor(memory), mem_ts=host_tensor(rows.mem_ts),
+                       mail=host_tensor(rows.mail), mail_ts=host_tensor(rows.mail_ts),
+                       **batch_tensors(batch))
 
 
 def _update_of(batch: SampledBatch, new_memory: torch.Tensor,
@@ -102,8 +110,14 @@ def _endpoints(batch: SampledBatch) -> tuple[np.ndarray, np.ndarray]:
     return rows, batch.nodes[rows]
 
 
-def _result(loss: torch.Tensor | float, update: MemoryUpdate, out: ModelOutputs,
-            start: float) -> StepResult:
+def step_result(loss: torch.Tensor | float, update: MemoryUpdate, out: ModelOutputs,
+                start: float) -> StepResult:
+    """The step's result; ``step_s`` runs from ``start`` until the scores reached the host.
+
+    Copying the scores to the host waits for every kernel queued before them, so on a GPU
+    ``step_s`` is the synchronised step (forward, backward, Adam, and a resident table's
+    write, all queued earlier).
+    """
     return StepResult(loss=float(loss), update=update,
                       pos_score=torch.sigmoid(out.pos_logit).detach().double().cpu().numpy(),
                       neg_score=torch.sigmoid(out.neg_logit).detach().double().cpu().numpy(),
@@ -136,7 +150,7 @@ def train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer, batch: Sampl
     loss.backward()
     optimizer.step()
     pres.finish(correction, ends, batch.src, batch.dst)
-    return _result(loss, update, out, start)
+    return step_result(loss, update, out, start)
 
 
 def _bce(out: ModelOutputs) -> torch.Tensor:
@@ -153,9 +167,21 @@ def _plain_train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer,
     """The step without PRES (with VCA's penalty when ``vca`` is given)."""
     start = time.perf_counter()
     model.train()
-    device = model_device(model)
-    with autocast(device, precision):
-        out = _float32(model(to_inputs(batch, rows, memory).to(device)))
+    x = to_inputs(batch, rows, memory).to(model_device(model))
+    loss, out = fit_batch(model, optimizer, x, vca, precision, scaler)
+    return step_result(loss, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
+
+
+def fit_batch(model: MemoryTGNN, optimizer: torch.optim.Optimizer, x: ModelInputs,
+              vca: Vca | None = None, precision: Precision = Precision.FP32,
+              scaler: LossScaler | None = None) -> tuple[torch.Tensor, ModelOutputs]:
+    """Forward on inputs ``x`` already on the model's device, BCE (+ VCA), backward, Adam.
+
+    Returns the loss and the outputs (scores and write-back in float32 whatever the
+    ``precision``).
+    """
+    with autocast(model_device(model), precision):
+        out = _float32(model(x))
     loss = _bce(out)
     if vca is not None:
         loss = loss + vca.penalty(out.pos_logit, out.neg_logit)
@@ -166,7 +192,14 @@ def _plain_train_step(model: MemoryTGNN, optimizer: torch.optim.Optimizer,
     else:
         scaler.scale(loss).backward()
         scaler.step(optimizer)
-    return _result(loss, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
+    return loss, out
+
+
+def score_batch(model: MemoryTGNN, x: ModelInputs,
+                precision: Precision = Precision.FP32) -> ModelOutputs:
+    """The model on inputs ``x`` already on its device, in ``precision`` (outputs float32)."""
+    with autocast(model_device(model), precision):
+        return _float32(model(x))
 
 
 def _float32(out: ModelOutputs) -> ModelOutputs:
@@ -191,9 +224,8 @@ def eval_step(model: MemoryTGNN, batch: SampledBatch, rows: MemoryRows,
     device = model_device(model)
     x = to_inputs(batch, rows, memory).to(device)
     if pres is None:
-        with autocast(device, precision):
-            out = _float32(model(x))
-        return _result(0.0, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
+        out = score_batch(model, x, precision)
+        return step_result(0.0, _update_of(batch, out.new_memory, out.new_mem_ts), out, start)
     out, correction, update = _pres_forward(model, x, batch, pres)
     pres.finish(correction, _endpoints(batch), batch.src, batch.dst)
-    return _result(0.0, update, out, start)
+    return step_result(0.0, update, out, start)
