@@ -70,11 +70,12 @@ class ReferenceTrainer:
     def step(self, tokens: torch.Tensor, targets: torch.Tensor) -> ReferenceStep:
         """Forward, backward and optimizer step on int64 ``(G, S)`` tokens and targets.
 
-        In bf16/fp16 the forward pass runs under CPU autocast, as the pipeline's does; fp16
-        scales the loss by the pipeline's first scale and unscales the gradients.
+        In bf16/fp16 the forward pass runs under autocast on the model's device, as the
+        pipeline's does; fp16 scales the loss by the pipeline's first scale and unscales the
+        gradients.
         """
         self.optimizer.zero_grad(set_to_none=True)
-        with autocast(torch.device("cpu"), self.precision):
+        with autocast(next(self.model.parameters()).device, self.precision):
             loss = token_loss_sum(self.model(tokens), targets) / targets.numel()
         scale = INITIAL_SCALE if self.precision is Precision.FP16 else 1.0
         (loss * scale).backward()

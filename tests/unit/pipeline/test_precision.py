@@ -16,12 +16,19 @@ import dataclasses
 import pytest
 import torch
 
-from hetray.accel.specs import Precision
+from hetray.accel.specs import DeviceChoice, Precision
 from hetray.models.gpt_config import GPTConfig
 from hetray.pipeline.loss_scale import INITIAL_SCALE
 from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
 from hetray.pipeline.reference import ReferenceTrainer
-from hetray.pipeline.run import PipelineConfig, RunConfig, StageConfig, TrainConfig, start
+from hetray.pipeline.run import (
+    PipelineConfig,
+    ResourceConfig,
+    RunConfig,
+    StageConfig,
+    TrainConfig,
+    start,
+)
 from hetray.pipeline.schedules import Schedule
 
 CONFIG = GPTConfig(num_layers=4, hidden=32, heads=2, seq_len=16, vocab=64, ffn=64)
@@ -31,12 +38,14 @@ REL_TOL = {Precision.BF16: 8 * 2.0**-8, Precision.FP16: 8 * 2.0**-11}
 SEED = 5
 
 
-def _config(precision: Precision, tp: int = 1) -> RunConfig:
+def _config(precision: Precision, tp: int = 1,
+            device: DeviceChoice = DeviceChoice.CPU) -> RunConfig:
     stages = (StageConfig(layers=2, shares=(2, 2)), StageConfig(layers=2, shares=(4,), tp=tp))
     return RunConfig(model=CONFIG,
                      pipeline=PipelineConfig(schedule=Schedule.VIRTUAL_1F1B, num_microbatches=4,
                                              num_chunks=2, stages=stages, links=()),
-                     train=TrainConfig(seed=SEED, optimizer=SGD, precision=precision))
+                     train=TrainConfig(seed=SEED, optimizer=SGD, precision=precision),
+                     resources=ResourceConfig(device=device))
 
 
 def _batch(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,20 +54,33 @@ def _batch(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens[:, :-1], tokens[:, 1:]
 
 
-@pytest.mark.parametrize(("precision", "tp"), [(Precision.BF16, 1), (Precision.FP16, 1),
-                                               (Precision.BF16, 2)])
-def test_half_precision_pipeline_follows_the_unsplit_model(precision, tp):
+def _follows_the_unsplit_model(config: RunConfig, device: str) -> None:
+    precision = config.train.precision
     reference = ReferenceTrainer(CONFIG, seed=SEED, optimizer=SGD, precision=precision)
-    with start(_config(precision, tp)) as driver:
+    reference.model.to(device)
+    with start(config) as driver:
         for step in range(2):
             tokens, targets = _batch(driver.layout.global_batch, seed=step)
             report = driver.step(tokens, targets)
-            expected = reference.step(tokens, targets)
+            expected = reference.step(tokens.to(device), targets.to(device))
             assert report.loss == pytest.approx(expected.loss, rel=REL_TOL[precision])
             got = driver.named_gradients()
             for name, grad in expected.grads.items():
-                worst = (got[name] - grad).abs().max().item()
+                worst = (got[name] - grad.cpu()).abs().max().item()
                 assert worst <= REL_TOL[precision] * grad.abs().max().item() + 1e-7, name
+
+
+@pytest.mark.parametrize(("precision", "tp"), [(Precision.BF16, 1), (Precision.FP16, 1),
+                                               (Precision.BF16, 2)])
+def test_half_precision_pipeline_follows_the_unsplit_model(precision, tp):
+    _follows_the_unsplit_model(_config(precision, tp), "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("precision", [Precision.BF16, Precision.FP16])
+def test_half_precision_stages_on_one_gpu_follow_the_unsplit_model(precision):
+    _follows_the_unsplit_model(_config(precision, device=DeviceChoice.CUDA), "cuda")
 
 
 def _with_scale(driver, scale: float) -> None:
