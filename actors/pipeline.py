@@ -134,12 +134,11 @@ class RayPipelineStage(PipelineStage):
         super().__init__(spec, slot, transport, self.groups.reducer(GroupKind.DP),
                          tp_group=self.groups.reducer(GroupKind.TP), device=device,
                          node_id=ray.get_runtime_context().get_node_id())
-        self.peer_transport = transport
 
     def connect(self, peers: Mapping[Endpoint, Any]) -> None:
         """Give a Ray transport every replica's actor handle (its tensor rank 0's)."""
-        if isinstance(self.peer_transport, RayTransport):
-            self.peer_transport.connect(peers)
+        if isinstance(self.transport, RayTransport):
+            self.transport.connect(peers)
 
     def rendezvous(self) -> tuple[str, int]:
         """Where this generation's collective world meets: this node's address, a free port."""
@@ -152,13 +151,13 @@ class RayPipelineStage(PipelineStage):
         Every worker calls this at once.
         """
         self.groups.join(address)
-        if isinstance(self.peer_transport, CollectiveTransport):
-            self.peer_transport.open(self.groups.sends, self.groups.recvs)
+        if isinstance(self.transport, CollectiveTransport):
+            self.transport.open(self.groups.sends, self.groups.recvs)
 
     def deliver(self, key: MessageKey, tensor: torch.Tensor,
                 forwards: tuple[Forward, ...] = (), stamp: Stamp | None = None) -> None:
         """Accept a message from a peer (called by peers' Ray transports)."""
-        self.peer_transport.deliver(key, tensor, forwards, stamp)
+        self.transport.deliver(key, tensor, forwards, stamp)
 
     def shutdown(self) -> None:
         """Stop the emulated links and channels, then leave the collective world.
@@ -166,7 +165,7 @@ class RayPipelineStage(PipelineStage):
         The world stays when a channel's listener is still blocked in it (a peer that never
         sent its stop); the process ends right after.
         """
-        if self.peer_transport.close():
+        if self.transport.close():
             self.groups.close()
 
 
