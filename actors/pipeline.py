@@ -9,7 +9,7 @@ and the torch.distributed groups of :mod:`hetray.pipeline.process_groups` (gloo 
 on GPU; why not ``ray.util.collective`` is said there): the gradient all-reduce over a rank's
 replicas and the tensor-parallel sums inside a replica. The transport is
 ``resources.peer_transport``: :class:`RayTransport` (``ray``, the default) delivers each
-message as an actor call, and
+message as an actor call (the tensor as a numpy array: :mod:`hetray.pipeline.array_wire`), and
 :class:`~hetray.pipeline.collective_transport.CollectiveTransport` (``collective``) sends it
 over the world's point-to-point channels (gloo, or nccl device to device). Actors are
 *threaded* (:func:`remote_options`): while the step thread blocks in a RECV, other threads
@@ -51,6 +51,7 @@ from hetray.cluster.spec import LinkClass, LinkSpec
 from hetray.core.errors import ConfigError, InfeasiblePlanError
 from hetray.core.group import FailureFactory, WorkerInit
 from hetray.core.priority import compete_equally
+from hetray.pipeline.array_wire import WireArray, to_tensor, to_wire
 from hetray.pipeline.collective_transport import CollectiveTransport
 from hetray.pipeline.layout import GroupKind, PipelineLayout, WorkerSlot
 from hetray.pipeline.local import stage_failure
@@ -106,7 +107,7 @@ class RayTransport(MailboxTransport):
         if dst == self.endpoint:
             self.deliver(key, tensor, forwards, stamp)
             return
-        ref = self._peers[dst].deliver.remote(key, tensor, forwards, stamp)
+        ref = self._peers[dst].deliver.remote(key, to_wire(tensor), forwards, stamp)
         with self._pending_lock:
             self._pending.append(ref)
 
@@ -154,10 +155,10 @@ class RayPipelineStage(PipelineStage):
         if isinstance(self.transport, CollectiveTransport):
             self.transport.open(self.groups.sends, self.groups.recvs)
 
-    def deliver(self, key: MessageKey, tensor: torch.Tensor,
+    def deliver(self, key: MessageKey, payload: WireArray,
                 forwards: tuple[Forward, ...] = (), stamp: Stamp | None = None) -> None:
         """Accept a message from a peer (called by peers' Ray transports)."""
-        self.transport.deliver(key, tensor, forwards, stamp)
+        self.transport.deliver(key, to_tensor(payload), forwards, stamp)
 
     def shutdown(self) -> None:
         """Stop the emulated links and channels, then leave the collective world.

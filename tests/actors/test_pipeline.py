@@ -16,12 +16,14 @@ import dataclasses
 import threading
 
 import pytest
+import ray
 import torch
 from hetray.actors.pipeline import RayBackend
 
 from hetray.cluster.spec import LinkClass
 from hetray.core.errors import StageFailedError
 from hetray.models.gpt_config import GPTConfig
+from hetray.pipeline.array_wire import to_tensor, to_wire
 from hetray.pipeline.optim import OptimizerConfig, OptimizerKind
 from hetray.pipeline.reference import ReferenceTrainer
 from hetray.pipeline.reshard import Endpoint
@@ -106,6 +108,15 @@ def test_actor_pipeline_equals_single_process_training(ray_shared, name):
             shard = driver.group.execute_single(3, PipelineStage.named_parameters)
             assert tuple(shard["blocks.2.attn.qkv.weight"].shape) == (3 * CONFIG.hidden // 2,
                                                                       CONFIG.hidden)
+
+
+def test_a_bfloat16_message_crosses_the_object_store_bit_for_bit(ray_shared):
+    """256 KiB: past Ray's inline-argument limit, so it comes back from the object store."""
+    sent = torch.randn(512, 256, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    got = to_tensor(ray.get(ray.put(to_wire(sent))))
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got.view(torch.int16), sent.view(torch.int16))
+    got.add_(1)  # writable: the receiver owns it
 
 
 @pytest.mark.slow
