@@ -82,17 +82,19 @@ def test_without_patience_every_epoch_runs_and_the_last_is_kept(stream):
     assert report.val.ap == report.val_history[-1]
 
 
-#: A learning rate per protocol at which validation AP peaks before the last of 8 epochs.
-RESTORING_LR = {EvalProtocol.HETRAY: 5e-2, EvalProtocol.TGN: 3e-2}
+#: Learning rates tried in turn; the first at which validation AP peaks before the last of 8
+#: epochs makes the run restore. Where it peaks moves with the host's floating-point kernels
+#: (a fixed rate per protocol stopped restoring on another CPU), so the test finds a rate
+#: instead of assuming one; training is deterministic on one host.
+RESTORING_LRS = (5e-2, 3e-2, 4e-2, 2e-2)
 
 
-def _run_config(mode, evaluation, epochs, patience):
+def _run_config(mode, evaluation, epochs, patience, lr):
     pipeline = PipelineConfig(mode=mode)
     return RunConfig(data=DataConfig(synthetic=SyntheticConfig(num_events=2000)),
                      model=ModelChoice(kind=ModelKind.JODIE, memory_dim=16, time_dim=16),
                      pipeline=pipeline,
-                     train=TrainConfig(epochs=epochs, batch_size=100,
-                                       lr=RESTORING_LR[evaluation],
+                     train=TrainConfig(epochs=epochs, batch_size=100, lr=lr,
                                        patience=patience, evaluation=evaluation, threads=1),
                      store=StoreConfig(num_shards=2))
 
@@ -103,12 +105,16 @@ def test_mspipe_restore_puts_the_best_epochs_memory_back_into_the_shards(
     """MSPipe mode, memory on two shard workers (checkpointing on): the restored epoch's test
     metrics equal a sequential run of exactly that many epochs."""
     monkeypatch.chdir(tmp_path)
-    with MSPipeDriver(_run_config(PipelineMode.MSPIPE, evaluation, 8, 2),
-                      LocalBackend()) as driver:
-        stopped = driver.run()
-    assert 0 < stopped.best_epoch < len(stopped.epochs), "chosen so that a restore happens"
+    for lr in RESTORING_LRS:
+        with MSPipeDriver(_run_config(PipelineMode.MSPIPE, evaluation, 8, 2, lr),
+                          LocalBackend()) as driver:
+            stopped = driver.run()
+        if 0 < stopped.best_epoch < len(stopped.epochs):
+            break
+    else:
+        pytest.fail(f"no learning rate of {RESTORING_LRS} peaks before the last epoch")
     assert stopped.evaluation == evaluation
-    plain = run(_run_config(PipelineMode.SEQUENTIAL, evaluation, stopped.best_epoch, 0))
+    plain = run(_run_config(PipelineMode.SEQUENTIAL, evaluation, stopped.best_epoch, 0, lr))
     assert plain.val_history == stopped.val_history[:stopped.best_epoch]
     assert stopped.test == plain.test
     assert stopped.test_inductive == plain.test_inductive
