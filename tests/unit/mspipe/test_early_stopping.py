@@ -84,7 +84,7 @@ def test_without_patience_every_epoch_runs_and_the_last_is_kept(stream):
 
 #: Learning rates tried in turn; the first at which validation AP peaks before the last of 8
 #: epochs makes the run restore. Where it peaks moves with the host's floating-point kernels
-#: (a fixed rate per protocol stopped restoring on another CPU), so the test finds a rate
+#: (a fixed rate per protocol stopped restoring on a new host), so the test finds a rate
 #: instead of assuming one; training is deterministic on one host.
 RESTORING_LRS = (5e-2, 3e-2, 4e-2, 2e-2)
 
