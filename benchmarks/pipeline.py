@@ -46,7 +46,7 @@ from hetray import runtime
 from hetray.cluster.spec import LinkSpec
 from hetray.core.config import with_overrides
 from hetray.models.gpt_config import GPTConfig
-from hetray.pipeline.activation_memory import cap_plan, chunk_activation_bytes
+from hetray.pipeline.activation_memory import cap_plan, even_split_chunk_bytes
 from hetray.pipeline.driver import PipelineDriver
 from hetray.pipeline.measure import (
     compute_means,
@@ -188,9 +188,7 @@ def mape_pct(runs: list[RunStats], link: LinkSpec, eps_s: float,
 def chunk_bytes(schedule: Schedule, args: argparse.Namespace) -> tuple[int, ...]:
     """``(p v,)`` measured activation bytes of one micro-batch per virtual stage."""
     v = bench_plan(schedule, args).num_chunks
-    per = args.model.num_layers // (2 * v)
-    return tuple(chunk_activation_bytes(args.model, q * per, (q + 1) * per,
-                                        args.microbatch_size) for q in range(2 * v))
+    return even_split_chunk_bytes(args.model, 2 * v, args.microbatch_size)
 
 
 def memory_plan(extra: int, args: argparse.Namespace) -> dict[Schedule, tuple[int, int]]:

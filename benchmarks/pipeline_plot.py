@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 
 from hetray.experiments.plot_style import MARKERS, PALETTE, style
 from hetray.models.gpt_config import GPTConfig
-from hetray.pipeline.activation_memory import chunk_activation_bytes, peak_activation_bytes
+from hetray.pipeline.activation_memory import even_split_chunk_bytes, peak_activation_bytes
 from hetray.pipeline.schedules import Schedule
 
 ROOT = Path(__file__).resolve().parent
@@ -33,10 +33,7 @@ MIB = 2**20
 def capped_peak_bytes(result: dict[str, Any], schedule: Schedule, microbatches: int) -> int:
     """Most activation bytes a rank holds when ``schedule`` (``v = 1``) runs ``microbatches``."""
     config = result["config"]
-    model = GPTConfig(**config["model"])
-    half = model.num_layers // 2
-    chunks = tuple(chunk_activation_bytes(model, q * half, (q + 1) * half,
-                                          config["microbatch_size"]) for q in range(2))
+    chunks = even_split_chunk_bytes(GPTConfig(**config["model"]), 2, config["microbatch_size"])
     return max(peak_activation_bytes(schedule, 2, microbatches, 1, 0, chunks))
 
 

@@ -30,14 +30,14 @@ def _plot_module():
 def test_the_capped_gpipe_run_fits_the_cap_it_was_measured_under():
     result = json.loads(RESULTS.read_text(encoding="utf-8"))
     capped = result["memory_capped"]
+    plot = _plot_module()
     fit = capped["gpipe"]["microbatches_per_pass"]
-    peak = _plot_module().capped_peak_bytes(result, Schedule.GPIPE, fit)
+    peak = plot.capped_peak_bytes(result, Schedule.GPIPE, fit)
     assert peak <= capped["cap_bytes"]
     m = result["config"]["num_microbatches"]
     if fit < m:  # the next divisor of m up would not have fitted
         bigger = min(d for d in range(fit + 1, m + 1) if m % d == 0)
-        assert _plot_module().capped_peak_bytes(result, Schedule.GPIPE, bigger) > \
-            capped["cap_bytes"]
+        assert plot.capped_peak_bytes(result, Schedule.GPIPE, bigger) > capped["cap_bytes"]
 
 
 def test_the_figure_is_written(tmp_path):

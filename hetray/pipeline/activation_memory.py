@@ -67,6 +67,19 @@ def chunk_activation_bytes(config: GPTConfig, layer_start: int, layer_end: int,
     return sum(seen.values())
 
 
+def even_split_chunk_bytes(config: GPTConfig, num_stages: int, rows: int) -> tuple[int, ...]:
+    """``(S,)`` ``A_q`` of ``S = num_stages`` virtual stages of ``L / S`` layers each, in order.
+
+    Args:
+        config: model shape (``num_layers`` divisible by ``num_stages``).
+        num_stages: ``p v``.
+        rows: sequences in the micro-batch.
+    """
+    per = config.num_layers // num_stages
+    return tuple(chunk_activation_bytes(config, q * per, (q + 1) * per, rows)
+                 for q in range(num_stages))
+
+
 def peak_activation_bytes(schedule: Schedule, num_ranks: int, num_microbatches: int,
                           num_chunks: int, extra_warmup: int | Sequence[int],
                           chunk_bytes: Sequence[int]) -> tuple[int, ...]:
