@@ -1,10 +1,11 @@
 """A tensor as a numpy array for Ray actor calls: the Ray transport's message payload.
 
 Ray serializes a numpy array argument as a raw buffer (pickle protocol 5, out of band) but
-a ``torch.Tensor`` through torch's own pickling, which costs about 1.5 times the CPU on a small
-activation: on the 2-core CI host, submitting ``deliver.remote`` to a threaded actor with a
-``(4, 64, 64)`` float32 tensor took 0.49-0.54 ms of the caller's CPU per call, with the same
-bytes as a numpy array 0.29-0.37 ms, and an empty call 0.07-0.12 ms (3 repeats of 300 calls).
+a ``torch.Tensor`` through torch's own pickling, which costs about 1.5 times the CPU on a
+small activation: on a 2-core host of the CI's kind, submitting ``deliver.remote`` to a
+threaded actor with a ``(4, 64, 64)`` float32 tensor took 0.49-0.54 ms of the caller's CPU
+per call, with the same bytes as a numpy array 0.29-0.37 ms, and an empty call 0.07-0.12 ms
+(3 repeats of 300 calls).
 Virtual-1F1B sends three messages per micro-batch per direction where 1F1B sends one, so that
 cost is paid on the stage's own cores (docs/pipeline.md, "Benchmark").
 
