@@ -24,9 +24,11 @@ theta* isotropic / head / tail, 20 data sets per cell, sigma = 0.5):
   (``log risk`` on ``log N``), ``sgd_over_ridge`` (per family and depth), ``family_ratio``
   (risk on a family / on the regular graph), ``spectrum`` (effective rank, decay exponent).
 * Top level: ``spearman``, ``winner_agreement`` and ``winner_agreement_paired`` of the ``sym``
-  section (the issue's headline keys), ``findings`` (the regular vs power-law and depth
-  numbers), ``ray_vs_local_max_rel_diff`` (two cells on Ray against the in-process ones: the
-  largest relative difference of their risks), ``wall_s``, ``uptime_start`` / ``uptime_end``.
+  section (the issue's headline keys, from the bounds), ``sharp`` (the same three from the
+  sharp risks of :mod:`hetray.theory.sharp`, section ``sym``), ``findings`` (the regular vs
+  power-law and depth numbers), ``ray_vs_local_max_rel_diff`` (two cells on Ray against the
+  in-process ones: the largest relative difference of their risks), ``wall_s``,
+  ``uptime_start`` / ``uptime_end``.
 """
 
 from __future__ import annotations
@@ -89,9 +91,12 @@ def findings(summary: dict[str, Any]) -> dict[str, Any]:
              for fam, by in summary["sgd_over_ridge"].items()}
     predicted = {fam: {d: round(v["predicted"], 4) for d, v in by.items()}
                  for fam, by in summary["sgd_over_ridge"].items()}
+    sharp = {fam: {d: round(v["sharp"], 4) for d, v in by.items()}
+             for fam, by in summary["sgd_over_ridge"].items()}
     return {"slope_vs_n_isotropic_depth1": slopes, "effective_rank": ranks,
             "decay_exponent": decay, "sgd_over_ridge_measured": ratio,
-            "sgd_over_ridge_predicted": predicted, "risk_over_regular": summary["family_ratio"]}
+            "sgd_over_ridge_predicted": predicted, "sgd_over_ridge_sharp": sharp,
+            "risk_over_regular": summary["family_ratio"]}
 
 
 def ray_vs_local(workers: int) -> float:
@@ -155,15 +160,18 @@ def main() -> None:
     sym = results["sym"]
     results.update(spearman=sym["spearman"], winner_agreement=sym["winner_agreement"],
                    winner_agreement_paired=sym["winner_agreement_paired"]["winner_agreement"],
+                   sharp={k: sym["sharp"][k] for k in ("spearman", "winner_agreement",
+                                                       "winner_agreement_paired")},
                    findings={n: findings(results[n]) for n in ("sym", "raw")})
     if not args.local:
         results["ray_vs_local_max_rel_diff"] = ray_vs_local(args.workers)
     results["wall_s"] = time.perf_counter() - start
     results["uptime_end"] = _uptime()
     logging.info("spearman %s; winner agreement %.3f (paired-test ties %.3f; bounds pick in %d "
-                 "cells: %.3f); %.0f s", sym["spearman"], sym["winner_agreement"],
-                 results["winner_agreement_paired"], sym["picked"]["num_cells"],
-                 sym["picked"]["winner_agreement"], results["wall_s"])
+                 "cells: %.3f); sharp risks: spearman %s, winner agreement %.3f; %.0f s",
+                 sym["spearman"], sym["winner_agreement"], results["winner_agreement_paired"],
+                 sym["picked"]["num_cells"], sym["picked"]["winner_agreement"],
+                 sym["sharp"]["spearman"], sym["sharp"]["winner_agreement"], results["wall_s"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
 

@@ -78,8 +78,14 @@ def _print(report: Any, out: Path | None) -> None:
         click.echo(f"winner agreement with paired-test ties (level "
                    f"{s['winner_agreement_paired']['level']}): "
                    f"{s['winner_agreement_paired']['winner_agreement']:.3f}")
+    sharp = s.get("sharp", {})
+    if "winner_agreement" in sharp:
+        rho = ", ".join(f"{k} {v:.3f}" for k, v in sorted(sharp["spearman"].items()))
+        click.echo(f"sharp risks (SGD exact, ridge deterministic equivalent): Spearman {rho}; "
+                   f"winner agreement {sharp['winner_agreement']:.3f}")
     for fam, by_depth in sorted(s.get("sgd_over_ridge", {}).items()):
-        ratios = ", ".join(f"L={d}: {v['measured']:.3g} (bound {v['predicted']:.3g})"
+        ratios = ", ".join(f"L={d}: {v['measured']:.3g} (bound {v['predicted']:.3g}, "
+                           f"sharp {v['sharp']:.3g})"
                            for d, v in by_depth.items())
         click.echo(f"SGD / ridge on {fam}: {ratios}")
     if out is not None:

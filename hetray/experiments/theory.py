@@ -3,8 +3,9 @@
 Symbols: ``N`` samples, ``L`` depth, ``R`` repetitions, ``M`` the aggregation covariance.
 
 One trial is one cell of :mod:`hetray.theory.cells` for one algorithm: ``R`` independent data
-sets on the trial's graph, the algorithm tuned over its grid, and the bound of
-:mod:`hetray.theory.bounds` on the same spectrum. It reports once:
+sets on the trial's graph, the algorithm tuned over its grid, the bound of
+:mod:`hetray.theory.bounds` and the sharp risk of :mod:`hetray.theory.sharp` on the same
+spectrum. It reports once:
 
 =======================  ==================================================================
 metric                   meaning
@@ -13,6 +14,9 @@ metric                   meaning
 ``log10_excess_risk``    its log10 (the sweep plots draw logs: risks span decades)
 ``risk_bound``           the tuned bound (the predicted excess risk)
 ``log10_risk_bound``     its log10
+``risk_sharp``           the tuned sharp risk (exact for SGD, the deterministic equivalent
+                         for ridge)
+``log10_risk_sharp``     its log10
 ``null_risk``            excess risk of predicting 0, ``theta*^T M theta*``
 ``effective_dim``        the bound's effective dimension ``k``
 ``effective_rank``       ``tr(M) / mu_1`` of the trial's spectrum
@@ -25,8 +29,9 @@ group of its own (``worker_cpus``, counted by :attr:`SPEC`'s ``own_cpus``); in a
 backend is None (a thread).
 
 This module also draws the figures ``hetray theory --out`` and ``benchmarks/theory.py`` write
-(:func:`write_figures`): excess risk vs N on log-log axes per family with the bounds overlaid,
-the SGD / ridge ratio vs depth, and the spectrum of ``M`` per family and depth.
+(:func:`write_figures`): excess risk vs N on log-log axes per family with the bounds and the
+sharp risks overlaid, the SGD / ridge ratio vs depth, and the spectrum of ``M`` per family and
+depth.
 """
 
 from __future__ import annotations
@@ -151,6 +156,7 @@ def run_theory_trial(config: Mapping[str, Any], report: Reporter | Session,
     session_of(report).report({
         "excess_risk": cell.measured, "log10_excess_risk": _log10(cell.measured),
         "risk_bound": cell.predicted, "log10_risk_bound": _log10(cell.predicted),
+        "risk_sharp": cell.sharp, "log10_risk_sharp": _log10(cell.sharp),
         "null_risk": cell.null_risk, "effective_dim": float(cell.effective_dim),
         "effective_rank": stats["effective_rank"], "decay_exponent": stats["decay_exponent"]})
 
@@ -160,6 +166,7 @@ SPEC = ExperimentSpec(
     doc="SGD vs ridge excess risk in linear GNNs per graph family and depth, with the bounds",
     params=PARAMS,
     metrics=("excess_risk", "log10_excess_risk", "risk_bound", "log10_risk_bound",
+             "risk_sharp", "log10_risk_sharp",
              "null_risk", "effective_dim", "effective_rank", "decay_exponent"),
     run_trial=run_theory_trial,
     own_cpus=worker_cpus,
@@ -188,6 +195,8 @@ def _risk_panel(ax: Any, rows: pd.DataFrame) -> None:
                     fmt=ps.MARKERS[i], color=colour, capsize=2, label=f"{align}: measured")
         ax.plot(part["num_samples"], part["predicted"], linestyle="--", color=colour,
                 label=f"{align}: bound")
+        ax.plot(part["num_samples"], part["sharp"], linestyle=":", color=colour,
+                label=f"{align}: sharp")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ps.plain_log_ticks(ax.xaxis, sorted(rows["num_samples"].unique()))
@@ -212,24 +221,26 @@ def figure_risk_vs_samples(frame: pd.DataFrame, path: Path, depth: int) -> Path:
                 if c == 0:
                     ax.set_ylabel("excess risk")
         axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        fig.text(0.01, 0.005, "markers: measured (mean of R, bars +-2 SE); dashed: tuned bound",
+        fig.text(0.01, 0.005, "markers: measured (mean of R, bars +-2 SE); dashed: tuned bound; "
+                 "dotted: tuned sharp risk (SGD exact, ridge deterministic equivalent)",
                  fontsize=7, color="0.4")
-        top = ps.header(fig, f"Excess risk vs samples at depth L = {depth}: measured and "
-                             "bound, per graph family", smoke=False)
+        top = ps.header(fig, f"Excess risk vs samples at depth L = {depth}: measured, bound "
+                             "and sharp risk, per graph family", smoke=False)
         return _save(fig, path, top)
 
 
 def figure_ratio_vs_depth(summary: Mapping[str, Any], path: Path) -> Path:
-    """SGD / ridge excess-risk ratio vs depth per family (measured solid, bound dashed)."""
+    """SGD / ridge excess-risk ratio vs depth per family (measured, bound, sharp risk)."""
     with ps.style():
         fig, ax = plt.subplots(figsize=(7.2, 4.0))
         for i, (fam, by_depth) in enumerate(sorted(summary["sgd_over_ridge"].items())):
             depths = sorted(by_depth, key=int)
             colour = ps.PALETTE[i % len(ps.PALETTE)]
-            for key, style in (("measured", "-"), ("predicted", "--")):
+            for key, style, name in (("measured", "-", "measured"), ("predicted", "--", "bound"),
+                                     ("sharp", ":", "sharp")):
                 ax.plot([int(d) for d in depths], [by_depth[d][key] for d in depths],
                         linestyle=style, marker=ps.MARKERS[i], color=colour,
-                        label=f"{fam}: {'measured' if key == 'measured' else 'bound'}")
+                        label=f"{fam}: {name}")
         ax.axhline(1.0, color="black", linewidth=0.9, linestyle=":")
         ax.set_xscale("log", base=2)
         ps.plain_log_ticks(ax.xaxis, sorted({int(d) for by in summary["sgd_over_ridge"].values()
@@ -237,8 +248,9 @@ def figure_ratio_vs_depth(summary: Mapping[str, Any], path: Path) -> Path:
         ax.set_xlabel("depth L")
         ax.set_ylabel("SGD / ridge excess risk (x)")
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
-        fig.text(0.01, 0.005, "geometric mean over N and alignments; dotted line: parity, "
-                 "below it SGD wins", fontsize=7, color="0.4")
+        fig.text(0.01, 0.005, "geometric mean over N and alignments; solid measured, dashed "
+                 "bound, dotted sharp;\nblack line: parity, below it SGD wins", fontsize=7,
+                 color="0.4")
         top = ps.header(fig, "Does depth move the balance between SGD and ridge?", smoke=False)
         return _save(fig, path, top)
 

@@ -1,7 +1,8 @@
 """What a sweep shows, as numbers: rank agreement, winner agreement, slopes, depth, spectra.
 
 Symbols: a *cell* is (family, N, depth, alignment); ``s`` / ``r`` the SGD / ridge results in
-it; ``m`` measured and ``b`` predicted (tuned bound) excess risk.
+it; ``m`` measured, ``b`` predicted (tuned bound) and ``k`` sharp (tuned sharp risk) excess
+risk.
 
 =========================  ===================================================================
 key                        meaning
@@ -26,12 +27,17 @@ key                        meaning
 ``slopes``                 least-squares slope of ``log m`` (and ``log b``) on ``log N``, per
                            family, algorithm and alignment, at every depth
 ``sgd_over_ridge``         geometric mean over N and alignments of ``m_s / m_r`` (and
-                           ``b_s / b_r``) per family and depth
+                           ``b_s / b_r``, ``k_s / k_r``) per family and depth
 ``family_ratio``           geometric mean of ``m(family) / m(regular)`` over matching cells,
                            per algorithm (how much harder a family is than the regular graph)
 ``spectrum``               per family and depth: effective rank ``tr(M) / mu_1``, share of
                            ``tr(M)`` in the top 10 eigenvalues, decay exponent (slope of
                            ``log mu_i`` on ``log i``)
+``sharp``                  the same checks with the sharp risks ``k`` of
+                           :mod:`hetray.theory.sharp` in place of the bounds: ``spearman``,
+                           ``winner_agreement``, ``winner_agreement_paired``, ``decisive``,
+                           ``wins``, ``by_alignment_depth`` and, per algorithm,
+                           ``median_relative_error`` (median over cells of ``|k / m - 1|``)
 =========================  ===================================================================
 
 Example:
@@ -82,7 +88,8 @@ def _paired(frame: pd.DataFrame) -> pd.DataFrame:
     ``p_value``: the paired t-test of the two algorithms' per-data-set risks (:func:`_pvalue`).
     """
     wide = frame.pivot_table(index=CELL_KEYS, columns="algorithm",
-                             values=["measured", "measured_se", "predicted", "hyper"])
+                             values=["measured", "measured_se", "predicted", "sharp",
+                                     "hyper"])
     wide.columns = [f"{value}_{alg}" for value, alg in wide.columns]
     wide = wide.dropna().reset_index()
     if not set(wide.columns) >= BOTH:
@@ -106,10 +113,10 @@ def _pvalue(sgd: np.ndarray, ridge: np.ndarray) -> float:
     return float(2.0 * student_t.sf(abs(t_stat), len(diff) - 1))
 
 
-def _spearman(frame: pd.DataFrame) -> dict[str, float]:
+def _spearman(frame: pd.DataFrame, column: str = "predicted") -> dict[str, float]:
     out = {}
     for alg, rows in frame.groupby("algorithm"):
-        rho = spearmanr(rows["predicted"], rows["measured"])[0] if len(rows) > 2 else math.nan
+        rho = spearmanr(rows[column], rows["measured"])[0] if len(rows) > 2 else math.nan
         out[str(alg)] = float(rho)
     return out
 
@@ -124,9 +131,7 @@ def _winners(paired: pd.DataFrame) -> dict[str, Any]:
     measured = winners(paired["measured_sgd"], paired["measured_ridge"])
     predicted = winners(paired["predicted_sgd"], paired["predicted_ridge"])
     tested = np.where(paired["p_value"] >= PAIRED_LEVEL, "tie", measured)
-    gap = (paired["measured_sgd"] - paired["measured_ridge"]).abs()
-    decisive = (gap > 2 * np.hypot(paired["measured_se_sgd"], paired["measured_se_ridge"])
-                ).to_numpy()
+    decisive = _decisive(paired)
     agree, agree_tested = measured == predicted, tested == predicted
     null = ((paired["hyper_sgd"] == 0) & np.isinf(paired["hyper_ridge"])).to_numpy()
     return {"winner_agreement": _mean(agree), "num_cells": len(paired),
@@ -143,6 +148,34 @@ def _winners(paired: pd.DataFrame) -> dict[str, Any]:
                                "winner_agreement": _mean(agree[~null]),
                                "winner_agreement_paired": _mean(agree_tested[~null])},
             "margins": _margins(paired, agree)}
+
+
+def _decisive(paired: pd.DataFrame) -> np.ndarray:
+    """Per cell, bool (C,): does the measured gap exceed twice its standard error?"""
+    gap = (paired["measured_sgd"] - paired["measured_ridge"]).abs()
+    return (gap > 2 * np.hypot(paired["measured_se_sgd"], paired["measured_se_ridge"])
+            ).to_numpy()
+
+
+def _sharp(frame: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
+    """The ``sharp`` key: rank and winner agreement of the sharp risks with the measured."""
+    out: dict[str, Any] = {
+        "spearman": _spearman(frame, "sharp"),
+        "median_relative_error": {str(alg): float(np.median(np.abs(
+            rows["sharp"] / rows["measured"] - 1.0))) for alg, rows in frame.groupby("algorithm")}}
+    if not set(paired.columns) >= BOTH:
+        return out
+    measured = winners(paired["measured_sgd"], paired["measured_ridge"])
+    predicted = winners(paired["sharp_sgd"], paired["sharp_ridge"])
+    tested = np.where(paired["p_value"] >= PAIRED_LEVEL, "tie", measured)
+    agree, agree_tested = measured == predicted, tested == predicted
+    decisive = _decisive(paired)
+    return {**out, "winner_agreement": _mean(agree), "num_cells": len(paired),
+            "winner_agreement_paired": _mean(agree_tested),
+            "decisive": {"winner_agreement": _mean(agree[decisive]),
+                         "num_cells": int(decisive.sum())},
+            "wins": {w: float(np.mean(predicted == w)) for w in WINNERS},
+            "by_alignment_depth": _by_alignment_depth(paired, agree, agree_tested)}
 
 
 def _by_alignment_depth(paired: pd.DataFrame, agree: np.ndarray,
@@ -202,7 +235,8 @@ def _depth_ratios(paired: pd.DataFrame) -> dict[str, Any]:
     for (fam, depth), rows in paired.groupby(["family", "depth"]):
         out.setdefault(str(fam), {})[str(depth)] = {
             "measured": _geomean(rows["measured_sgd"] / rows["measured_ridge"]),
-            "predicted": _geomean(rows["predicted_sgd"] / rows["predicted_ridge"])}
+            "predicted": _geomean(rows["predicted_sgd"] / rows["predicted_ridge"]),
+            "sharp": _geomean(rows["sharp_sgd"] / rows["sharp_ridge"])}
     return out
 
 
@@ -269,10 +303,10 @@ def constant_sensitivity(settings: CellSettings,
 def summarise(results: Sequence[CellResult]) -> dict[str, Any]:
     """The module table's numbers for ``results`` (cells with one algorithm skip the pairs)."""
     frame = pd.DataFrame([{k: getattr(r, k) for k in (*CELL_KEYS, "algorithm", "measured",
-                                                       "measured_se", "predicted", "hyper",
-                                                       "rep_risks")}
+                                                       "measured_se", "predicted", "sharp",
+                                                       "hyper", "rep_risks")}
                           for r in results])
     paired = _paired(frame)
     return {"spearman": _spearman(frame), **_winners(paired), "slopes": _slopes(frame),
             "sgd_over_ridge": _depth_ratios(paired) if set(paired.columns) >= BOTH else {},
-            "family_ratio": _family_ratios(frame)}
+            "family_ratio": _family_ratios(frame), "sharp": _sharp(frame, paired)}

@@ -5,7 +5,8 @@ Symbols as in :mod:`hetray.theory.model`; ``R`` repetitions per cell.
 A cell builds (or reuses) its graph and problem, draws ``R`` independent data sets, runs the
 asked algorithms over their grids, and returns one :class:`CellResult` per algorithm: the
 measured tuned excess risk (mean over ``R`` at the grid value with the least mean) next to the
-tuned bound of :mod:`hetray.theory.bounds` on the same spectrum.
+tuned bound of :mod:`hetray.theory.bounds` and the tuned sharp risk of
+:mod:`hetray.theory.sharp` on the same spectrum and grid.
 
 Seeds: the graph depends on ``(seed, family)``; ``theta*`` on ``(seed, family, alignment)`` (the
 same across depths and ``N``); the data on every coordinate of the cell but the algorithm, so
@@ -37,9 +38,10 @@ from hetray.theory.algorithms import (
     sgd_tail_averaged,
     step_grid,
 )
-from hetray.theory.bounds import tuned_bound
+from hetray.theory.bounds import GAUSSIAN_FOURTH_MOMENT, tuned_bound
 from hetray.theory.graphs import GraphFamily, MatrixKind, Normalisation, generate, graph_matrix
 from hetray.theory.model import Alignment, Problem, ProblemConfig, Reading, make_problem
+from hetray.theory.sharp import SharpRisk, ridge_risk, sgd_risk, tuned
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +135,8 @@ class CellResult:
         hyper: tuned grid value. predicted: the tuned bound. bias_bound, variance_bound: its
         terms. bound_hyper: the grid value the bound chose. effective_dim: its ``k``.
         null_risk: ``theta*^T M theta*``. trace: ``tr(M)``. top_eig: ``mu_1``.
+        sharp: the sharp risk (:mod:`hetray.theory.sharp`) at the grid value where it is least.
+        sharp_bias, sharp_variance: its terms. sharp_hyper: that grid value.
         rep_risks: the ``R`` per-data-set risks at the tuned grid value (SGD and ridge of a
         cell see the same data sets, so these pair up for a paired test).
     """
@@ -153,6 +157,10 @@ class CellResult:
     null_risk: float
     trace: float
     top_eig: float
+    sharp: float
+    sharp_bias: float
+    sharp_variance: float
+    sharp_hyper: float
     rep_risks: tuple[float, ...] = ()
 
 
@@ -192,6 +200,15 @@ def _estimates(algorithm: Algorithm, x: np.ndarray, y: np.ndarray,
     return ridge_paths(x, y, grid)
 
 
+def _sharp(algorithm: Algorithm, problem: Problem, num_samples: int,
+           grid: np.ndarray) -> SharpRisk:
+    """The sharp risk of ``algorithm`` at every value of ``grid``."""
+    if algorithm is Algorithm.SGD:
+        return sgd_risk(problem.mu, problem.theta_coords, num_samples, grid, problem.sigma,
+                        kurtosis=problem.fourth_moment / GAUSSIAN_FOURTH_MOMENT)
+    return ridge_risk(problem.mu, problem.theta_coords, num_samples, grid, problem.sigma)
+
+
 def evaluate_cell(cell: Cell, settings: CellSettings,
                   algorithms: tuple[Algorithm, ...] = tuple(Algorithm)) -> list[CellResult]:
     """Measure and bound each of ``algorithms`` in ``cell`` (results in that order)."""
@@ -209,6 +226,8 @@ def evaluate_cell(cell: Cell, settings: CellSettings,
         bound = tuned_bound(problem.mu, coords, cell.num_samples, grid, problem.sigma,
                             sgd=algorithm is Algorithm.SGD,
                             fourth_moment=problem.fourth_moment)
+        sharp = _sharp(algorithm, problem, cell.num_samples, grid)
+        pick = tuned(sharp)
         out.append(CellResult(
             family=cell.family.value, num_samples=cell.num_samples, depth=cell.depth,
             alignment=cell.alignment.value, algorithm=algorithm.value,
@@ -216,5 +235,7 @@ def evaluate_cell(cell: Cell, settings: CellSettings,
             hyper=float(grid[best]), predicted=bound.total, bias_bound=bound.bias,
             variance_bound=bound.variance, bound_hyper=bound.hyper, effective_dim=bound.k,
             null_risk=problem.null_risk, trace=float(problem.mu.sum()),
-            top_eig=float(problem.mu[0]), rep_risks=tuple(risks[:, best].tolist())))
+            top_eig=float(problem.mu[0]), sharp=float(sharp.total[pick]),
+            sharp_bias=float(sharp.bias[pick]), sharp_variance=float(sharp.variance[pick]),
+            sharp_hyper=float(grid[pick]), rep_risks=tuple(risks[:, best].tolist())))
     return out
