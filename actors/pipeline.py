@@ -9,7 +9,10 @@ and the torch.distributed groups of :mod:`hetray.pipeline.process_groups` (gloo 
 on GPU; why not ``ray.util.collective`` is said there): the gradient all-reduce over a rank's
 replicas and the tensor-parallel sums inside a replica. The transport is
 ``resources.peer_transport``: :class:`RayTransport` (``ray``, the default) delivers each
-message as an actor call (the tensor as a numpy array: :mod:`hetray.pipeline.array_wire`), and
+message as an actor call (the tensor as a numpy array: :mod:`hetray.pipeline.array_wire`),
+:class:`~hetray.pipeline.socket_transport.SocketTransport` (``socket``) writes it to an
+authenticated TCP stream (each generation's secret is made here, in the driver, and reaches
+the actors through Ray calls), and
 :class:`~hetray.pipeline.collective_transport.CollectiveTransport` (``collective``) sends it
 over the world's point-to-point channels (gloo, or nccl device to device). Actors are
 *threaded* (:func:`remote_options`): while the step thread blocks in a RECV, other threads
@@ -58,6 +61,7 @@ from hetray.pipeline.local import stage_failure
 from hetray.pipeline.process_groups import WorkerGroups, free_port
 from hetray.pipeline.reshard import Endpoint
 from hetray.pipeline.run import PeerTransport
+from hetray.pipeline.socket_transport import SocketTransport, new_secret
 from hetray.pipeline.stage import PipelineStage, StageGroupSpec
 from hetray.pipeline.transport import Forward, MailboxTransport, MessageKey, Stamp
 
@@ -125,10 +129,15 @@ class RayPipelineStage(PipelineStage):
         torch.set_num_threads(spec.num_threads)
         device = Device.default()
         collective = spec.peer_transport is PeerTransport.COLLECTIVE
-        transport: RayTransport | CollectiveTransport = (
-            CollectiveTransport(slot.endpoint, spec.layout.link_class, spec.links,
-                                spec.recv_timeout_s, device) if collective
-            else RayTransport(spec.layout, slot.endpoint, spec.links, spec.recv_timeout_s))
+        transport: RayTransport | SocketTransport | CollectiveTransport
+        if collective:
+            transport = CollectiveTransport(slot.endpoint, spec.layout.link_class, spec.links,
+                                            spec.recv_timeout_s, device)
+        elif spec.peer_transport is PeerTransport.SOCKET:
+            transport = SocketTransport(slot.endpoint, spec.layout.link_class, spec.links,
+                                        spec.recv_timeout_s)
+        else:
+            transport = RayTransport(spec.layout, slot.endpoint, spec.links, spec.recv_timeout_s)
         self.groups = WorkerGroups(spec.layout, spec.layout.workers().index(slot),
                                    device.collective_backend, spec.recv_timeout_s,
                                    channels=collective)
@@ -140,6 +149,20 @@ class RayPipelineStage(PipelineStage):
         """Give a Ray transport every replica's actor handle (its tensor rank 0's)."""
         if isinstance(self.transport, RayTransport):
             self.transport.connect(peers)
+
+    def listen(self, secret: bytes) -> tuple[str, int]:
+        """Open a socket transport's listener on this node for peers holding ``secret``."""
+        return self._streams().listen(secret, ray.util.get_node_ip_address())
+
+    def connect_streams(self, addresses: Mapping[Endpoint, tuple[str, int]]) -> None:
+        """Open a socket transport's streams to every other replica's listener."""
+        self._streams().connect(addresses)
+
+    def _streams(self) -> SocketTransport:
+        if not isinstance(self.transport, SocketTransport):
+            raise TypeError(f"stage {self.endpoint}: the transport is "
+                            f"{type(self.transport).__name__}, not a SocketTransport")
+        return self.transport
 
     def rendezvous(self) -> tuple[str, int]:
         """Where this generation's collective world meets: this node's address, a free port."""
@@ -243,16 +266,19 @@ class StageActorGroup(RayActorGroup[RayPipelineStage]):
         on_failure: the group's typed error for a dead or raising actor.
         channels: the replicas send each other messages over the world
             (:attr:`PeerTransport.COLLECTIVE`).
+        streams: the replicas send each other messages over authenticated TCP streams
+            (:attr:`PeerTransport.SOCKET`; a fresh secret per generation).
     """
 
     def __init__(self, layout: PipelineLayout, init: Callable[[int, int], WorkerInit], *,
                  placement: GroupPlacement, on_failure: FailureFactory,
-                 channels: bool = False) -> None:
+                 channels: bool = False, streams: bool = False) -> None:
         self.workers = layout.workers()
         super().__init__(RayPipelineStage, init, num_workers=len(self.workers),
                          placement=placement, on_failure=on_failure, role="pipeline/stage")
         leaders = sum(1 for w in self.workers if w.leads)
         self.needs_world = bool(layout.process_groups()) or (channels and leaders > 1)
+        self.streams = streams
 
     def start(self) -> None:
         """Reserve the bundles, start the actors, wire them."""
@@ -267,17 +293,17 @@ class StageActorGroup(RayActorGroup[RayPipelineStage]):
     def restart_worker(self, index: int) -> None:
         """Replace actor ``index`` and give every actor the new handle.
 
-        Only without a collective world (every rank dp = 1, t = 1, the ``ray`` transport): a
-        lone new process cannot rejoin a world its peers already hold (the driver restarts
-        whole generations).
+        Only without a collective world or streams (every rank dp = 1, t = 1, the ``ray``
+        transport): a lone new process cannot rejoin a world or streams its peers already
+        hold (the driver restarts whole generations).
 
         Raises:
-            ConfigError: the layout has collective groups.
+            ConfigError: the layout has collective groups or the transport is a stream one.
         """
-        if self.needs_world:
+        if self.needs_world or self.streams:
             raise ConfigError("StageActorGroup.restart_worker", "index", index,
-                              "a pipeline without dp > 1 or tp > 1 ranks or collective "
-                              "transport (use restart())")
+                              "a pipeline without dp > 1 or tp > 1 ranks, collective or "
+                              "socket transport (use restart())")
         super().restart_worker(index)
         self.execute(RayPipelineStage.connect, self._peers())
 
@@ -287,10 +313,23 @@ class StageActorGroup(RayActorGroup[RayPipelineStage]):
 
     def _wire(self) -> None:
         self.execute(RayPipelineStage.connect, self._peers())
+        if self.streams:
+            self._open_streams()
         if self.needs_world:
             address = self.execute_single(0, RayPipelineStage.rendezvous)
             self.execute(RayPipelineStage.join_groups, address)
         logger.info("wired %d stage actors (generation %d)", self.num_workers, self.generation)
+
+
+    def _open_streams(self) -> None:
+        """Every replica listens with this generation's new secret, then connects to all."""
+        secret = new_secret()
+        leaders = [i for i, w in enumerate(self.workers) if w.leads]
+        found = self.get([self.execute_single_async(i, RayPipelineStage.listen, secret)
+                          for i in leaders], leaders)
+        addresses = {self.workers[i].endpoint: a for i, a in zip(leaders, found, strict=True)}
+        self.get([self.execute_single_async(i, RayPipelineStage.connect_streams, addresses)
+                  for i in leaders], leaders)
 
 
 class RayBackend:
@@ -317,7 +356,8 @@ class RayBackend:
             options=tuple(remote_options(b) for b in bundles))
         group = StageActorGroup(
             spec.layout, init, placement=placement, on_failure=stage_failure(spec),
-            channels=spec.peer_transport is PeerTransport.COLLECTIVE)
+            channels=spec.peer_transport is PeerTransport.COLLECTIVE,
+            streams=spec.peer_transport is PeerTransport.SOCKET)
         try:
             group.start()
         except BaseException:

@@ -46,7 +46,11 @@ from hetray import runtime
 from hetray.cluster.spec import LinkSpec
 from hetray.core.config import with_overrides
 from hetray.models.gpt_config import GPTConfig
-from hetray.pipeline.activation_memory import cap_plan, even_split_chunk_bytes
+from hetray.pipeline.activation_memory import (
+    cap_plan,
+    even_split_chunk_bytes,
+    peak_activation_bytes,
+)
 from hetray.pipeline.driver import PipelineDriver
 from hetray.pipeline.measure import (
     compute_means,
@@ -284,14 +288,24 @@ def round_ratio(rounds: Rounds, slow: Schedule, fast: Schedule) -> float:
                         [r.step_s for r, _ in rounds.samples[(True, fast)]])
 
 
+def capped_peak(schedule: Schedule, microbatches: int, rounds: Rounds,
+                args: argparse.Namespace) -> int:
+    """Most activation bytes a rank holds when ``schedule`` runs ``microbatches`` per pass."""
+    chunks = chunk_bytes(schedule, args)
+    return max(peak_activation_bytes(schedule, 2, microbatches, len(chunks) // 2, rounds.extra,
+                                     chunks)) if microbatches else 0
+
+
 def memory_cells(rounds: Rounds, on: dict[Schedule, RunStats],
                  args: argparse.Namespace) -> dict[str, Any]:
-    """Peak activation bytes per schedule and tokens/s at Virtual-1F1B's activation peak."""
+    """Peak activation bytes per schedule (at ``m`` and at its ``m'``), tokens/s under the cap."""
     tokens = args.microbatch_size * args.model.seq_len
     out: dict[str, Any] = {"cap_bytes": rounds.memory[Schedule.VIRTUAL_1F1B][0]}
     for schedule, (peak, m) in rounds.memory.items():
         steps = on[schedule].step_s if m == args.microbatches else rounds.capped.get(schedule)
         out[schedule.value] = {"microbatches_per_pass": m, "peak_activation_bytes": peak,
+                               "peak_activation_bytes_capped": capped_peak(schedule, m, rounds,
+                                                                           args),
                                "tokens_per_s": m * tokens / statistics.median(steps) if m else 0.0}
     # the cap is Virtual-1F1B's own peak, so GPipe's m' moves with the sized extra warm-up
     out["gpipe_microbatches_by_extra_warmup"] = {

@@ -212,8 +212,9 @@ def table(result: dict[str, Any]) -> str:
     rows.append(f"at an activation cap of {capped['cap_bytes'] / 2**20:.1f} MiB per rank "
                 "(Virtual-1F1B's peak): " + ", ".join(
                     f"{name} {cell['tokens_per_s']:,.0f} tokens/s "
-                    f"(m'={cell['microbatches_per_pass']}, "
-                    f"peak {cell['peak_activation_bytes'] / 2**20:.1f} MiB)"
+                    f"(m'={cell['microbatches_per_pass']}, peak "
+                    f"{cell['peak_activation_bytes_capped'] / 2**20:.1f} MiB; at m "
+                    f"{cell['peak_activation_bytes'] / 2**20:.1f} MiB)"
                     for name, cell in capped.items()
                     if isinstance(cell, dict) and "tokens_per_s" in cell))
     rows.append(f"Virtual-1F1B over 1F1B: {result['speedup_v1f1b_over_1f1b']:.2f}x; link time "

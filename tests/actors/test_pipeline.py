@@ -71,9 +71,9 @@ def _assert_same(got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
         torch.testing.assert_close(got[name], value, **TOL, msg=name)
 
 
-def _collective(config: RunConfig) -> RunConfig:
+def _over(config: RunConfig, transport: PeerTransport) -> RunConfig:
     return dataclasses.replace(config, resources=dataclasses.replace(
-        config.resources, peer_transport=PeerTransport.COLLECTIVE))
+        config.resources, peer_transport=transport))
 
 
 _GATEWAY = _config(
@@ -84,7 +84,11 @@ CASES = {
     "interleaved-v2": _config(Schedule.INTERLEAVED, ((4,), (4,)), num_chunks=2),
     "zero1-dp2-to-tp2-cross-cluster": _GATEWAY,
     # the same through torch.distributed channels (gloo), gateway forwards included
-    "zero1-dp2-to-tp2-cross-cluster-collective": _collective(_GATEWAY),
+    "zero1-dp2-to-tp2-cross-cluster-collective": _over(_GATEWAY, PeerTransport.COLLECTIVE),
+    # and through authenticated TCP streams
+    "zero1-dp2-to-tp2-cross-cluster-socket": _over(_GATEWAY, PeerTransport.SOCKET),
+    "interleaved-v2-socket": _over(_config(Schedule.INTERLEAVED, ((4,), (4,)), num_chunks=2),
+                                   PeerTransport.SOCKET),
 }
 
 
@@ -145,9 +149,8 @@ def test_pp2_tp2_dp2_zero1_adam_actors_equal_single_process(ray_shared):
 @pytest.mark.parametrize("transport", list(PeerTransport))
 def test_killed_stage_actor_fails_the_step_and_the_next_step_resumes(ray_shared, transport):
     slow = (EmulatedLink(link_class=LinkClass.CROSS_CLUSTER, latency_s=0.25, gbit_per_s=0.8),)
-    config = _config(Schedule.ONE_F_ONE_B, ((4,), (4,)), clusters=("a", "b"), links=slow)
-    if transport is PeerTransport.COLLECTIVE:  # the survivor's channels die with the peer
-        config = _collective(config)
+    config = _over(_config(Schedule.ONE_F_ONE_B, ((4,), (4,)), clusters=("a", "b"), links=slow),
+                   transport)  # collective, socket: the survivor's channels die with the peer
     reference = ReferenceTrainer(CONFIG, seed=SEED, optimizer=SGD)
     with start(config, RayBackend()) as driver:
         tokens, targets = _batch(config.global_batch, seed=0)
