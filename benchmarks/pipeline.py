@@ -107,7 +107,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--extra-warmup", type=int, default=-1, help="-1: virtual_extra_warmup")
     parser.add_argument("--hidden", type=int, default=64, help="model width D (F = 4 D)")
     parser.add_argument("--load-procs", type=int, default=0, help="CPU-bound processes beside")
-    parser.add_argument("--peer-transport", type=PeerTransport, default=PeerTransport.RAY,
+    parser.add_argument("--peer-transport", type=PeerTransport,
+                        default=ResourceConfig().peer_transport,
                         choices=list(PeerTransport), help="how stage actors send messages")
     parser.add_argument("--out", type=Path, default=RESULTS / "pipeline.json")
     parser.add_argument("--measurements-out", type=Path,

@@ -177,10 +177,11 @@ Examples:
                    "parameters, fp16 with dynamic loss scaling (train.precision).")
 @click.option("--peer-transport", default=_DEFAULT.resources.peer_transport.value,
               show_default=True, type=click.Choice([t.value for t in PeerTransport]),
-              help="How stage actors send activations and gradients: 'ray' actor calls, or "
-                   "'collective' torch.distributed send/recv (gloo/nccl; opens TCP ports "
-                   "between the actors, like dp/tp groups: a trusted network) "
-                   "(resources.peer_transport).")
+              help="How stage actors send activations and gradients: 'socket' TCP streams "
+                   "authenticated with a per-run secret (the fastest on CPU), 'ray' actor "
+                   "calls, or 'collective' torch.distributed send/recv (gloo/nccl; opens "
+                   "unauthenticated TCP ports between the actors, like dp/tp groups: a "
+                   "trusted network) (resources.peer_transport).")
 @storage_options
 @click.option("--measurements-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Write per-step times as planner measurements (.json or .parquet).")

@@ -268,7 +268,7 @@ class ResourceConfig:
     recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S
     placement_timeout_s: float | None = None
     device: DeviceChoice = DeviceChoice.CPU
-    peer_transport: PeerTransport = PeerTransport.RAY
+    peer_transport: PeerTransport = PeerTransport.SOCKET
 
     def __post_init__(self) -> None:
         if self.recv_timeout_s <= 0:

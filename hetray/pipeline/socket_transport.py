@@ -11,13 +11,14 @@ over one TCP stream per ordered pair of replicas, in the wire format of
 :mod:`~hetray.pipeline.peer_wire` (no pickle: a validated int64 header, then the forwards
 table, then the raw rows)::
 
-    posting thread (compute, or the emulated link's timer)   listener thread (per accepted peer)
-    ------------------------------------------------------   ----------------------------------
-    send(dst, key, rows): clone, count, stamp                 read H int64 -> decode_header
-      (an emulated link waits alpha + bytes / beta here)        (every field range-checked)
-    under the stream's lock: sendall(header + forwards)       read forwards, then the rows into
-      sendall(rows)                                             a tensor the header sized
-                                                              deliver() -> mailbox
+    posting thread (compute, or a link's timer)   sender thread      listener thread (per peer)
+    -------------------------------------------   -------------      --------------------------
+    send(dst, key, rows): clone, count, stamp     sendall(header +   read H int64 ->
+      (an emulated link waits alpha + bytes/beta    forwards)          decode_header (every
+      here), then queue it for dst's stream       sendall(rows)        field range-checked)
+                                                                     read forwards, then the
+                                                                       rows into a tensor the
+                                                                       header sized; deliver()
 
 **Authentication.** Every listening port belongs to one pipeline generation and accepts only
 peers that hold its secret: 32 random bytes the driver makes per generation and hands to its
@@ -56,10 +57,11 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import queue
 import secrets
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -168,6 +170,43 @@ def _bytes_of(tensor: torch.Tensor) -> memoryview:
     return memoryview(tensor.numpy()).cast("B")
 
 
+class _Outbox:
+    """One stream's sender: messages queue here and one thread writes them, in order.
+
+    So no caller (the compute thread, a link's timer, a listener passing a gateway piece on)
+    ever blocks on the network, and two listeners forwarding to each other cannot deadlock
+    on full socket buffers. :meth:`stop` queues the stream's end: the stop header goes out
+    after every message queued before it.
+    """
+
+    def __init__(self, sock: socket.socket, name: str,
+                 on_error: Callable[[BaseException], None]) -> None:
+        self.sock = sock
+        self._queue: queue.SimpleQueue[tuple[bytes, torch.Tensor] | None] = queue.SimpleQueue()
+        self._on_error = on_error
+        self.thread = threading.Thread(target=self._drain, daemon=True, name=name)
+        self.thread.start()
+
+    def put(self, head: bytes, payload: torch.Tensor) -> None:
+        """Queue one message: ``head`` (header and forwards), then ``payload``'s bytes."""
+        self._queue.put((head, payload))
+
+    def stop(self) -> None:
+        """Queue the stream's stop header (the thread ends after sending it)."""
+        self._queue.put(None)
+
+    def _drain(self) -> None:
+        try:
+            while (item := self._queue.get()) is not None:
+                head, payload = item
+                self.sock.sendall(head)
+                if payload.numel():
+                    self.sock.sendall(_bytes_of(payload))
+            self.sock.sendall(_bytes_of(stop_header()))
+        except OSError as error:
+            self._on_error(ConnectionError(f"{self.thread.name} failed: {error!r}"))
+
+
 class SocketTransport(MailboxTransport):
     """A :class:`MailboxTransport` whose messages cross authenticated TCP streams.
 
@@ -188,8 +227,7 @@ class SocketTransport(MailboxTransport):
         self.listen_address: tuple[str, int] | None = None
         self._server: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
-        self._streams: dict[Endpoint, socket.socket] = {}
-        self._stream_locks: dict[Endpoint, threading.Lock] = {}
+        self._outboxes: dict[Endpoint, _Outbox] = {}
         self._threads: list[threading.Thread] = []
         self._accepted: list[socket.socket] = []
         self._errors: list[BaseException] = []
@@ -232,11 +270,12 @@ class SocketTransport(MailboxTransport):
                 raise
             sock.settimeout(None)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            outbox = _Outbox(sock, f"send-{self.endpoint.rank}.{self.endpoint.replica}-to-"
+                                   f"{dst.rank}.{dst.replica}", self._fail)
             with self._state:
-                self._streams[dst] = sock
-                self._stream_locks[dst] = threading.Lock()
+                self._outboxes[dst] = outbox
         logger.info("replica %s: %d authenticated streams to peers", self.endpoint,
-                    len(self._streams))
+                    len(self._outboxes))
 
     def check_deliveries(self) -> None:
         """Re-raise the first failed send or receive since the streams opened."""
@@ -256,11 +295,12 @@ class SocketTransport(MailboxTransport):
         super().close()  # an emulated transfer still in flight is dropped
         with self._state:
             self._closing = True
-            streams = list(self._streams.items())
+            outboxes = list(self._outboxes.values())
             accepted, threads = list(self._accepted), list(self._threads)
-        for dst, sock in streams:
-            with self._stream_locks[dst], contextlib.suppress(OSError):  # a peer gone already
-                sock.sendall(_bytes_of(stop_header()))
+        for outbox in outboxes:
+            outbox.stop()
+        for outbox in outboxes:
+            outbox.thread.join(CLOSE_PATIENCE_S / max(len(outboxes), 1))
         if self._server is not None:
             with contextlib.suppress(OSError):
                 self._server.shutdown(socket.SHUT_RDWR)  # wakes the acceptor (close does not)
@@ -271,8 +311,8 @@ class SocketTransport(MailboxTransport):
         threads += [self._acceptor] if self._acceptor is not None else []
         for thread in threads:
             thread.join(CLOSE_PATIENCE_S / max(len(threads), 1))
-        alive = [t.name for t in threads if t.is_alive()]
-        for sock in [s for _, s in streams] + accepted:
+        alive = [t.name for t in [*threads, *(o.thread for o in outboxes)] if t.is_alive()]
+        for sock in [o.sock for o in outboxes] + accepted:
             sock.close()
         if alive:
             logger.warning("replica %s: threads %s did not end", self.endpoint, alive)
@@ -291,14 +331,11 @@ class SocketTransport(MailboxTransport):
         head = bytes(_bytes_of(header))
         if forwards:
             head += bytes(_bytes_of(encode_forwards(forwards)))
-        try:
-            with self._stream_locks[dst]:
-                sock = self._streams[dst]
-                sock.sendall(head)
-                sock.sendall(_bytes_of(tensor))
-        except (OSError, KeyError) as error:
-            self._fail(ConnectionError(f"replica {self.endpoint}: send to {dst} failed: "
-                                       f"{error!r}"))
+        outbox = self._outboxes.get(dst)
+        if outbox is None:
+            self._fail(ConnectionError(f"replica {self.endpoint}: no stream to {dst}"))
+            return
+        outbox.put(head, tensor)
 
     def _fail(self, error: BaseException) -> None:
         logger.error("replica %s: stream failed: %s", self.endpoint, error)

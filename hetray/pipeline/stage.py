@@ -99,7 +99,7 @@ class StageGroupSpec:
     recv_timeout_s: float = DEFAULT_RECV_TIMEOUT_S
     placement_timeout_s: float | None = None
     device: DeviceChoice = DeviceChoice.CPU
-    peer_transport: PeerTransport = PeerTransport.RAY
+    peer_transport: PeerTransport = PeerTransport.SOCKET
     precision: Precision = Precision.FP32
 
     def __post_init__(self) -> None:
