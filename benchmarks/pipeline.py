@@ -46,11 +46,7 @@ from hetray import runtime
 from hetray.cluster.spec import LinkSpec
 from hetray.core.config import with_overrides
 from hetray.models.gpt_config import GPTConfig
-from hetray.pipeline.activation_memory import (
-    cap_plan,
-    even_split_chunk_bytes,
-    peak_activation_bytes,
-)
+from hetray.pipeline.activation_memory import cap_plan, even_split_chunk_bytes
 from hetray.pipeline.driver import PipelineDriver
 from hetray.pipeline.measure import (
     compute_means,
@@ -196,8 +192,8 @@ def chunk_bytes(schedule: Schedule, args: argparse.Namespace) -> tuple[int, ...]
     return even_split_chunk_bytes(args.model, 2 * v, args.microbatch_size)
 
 
-def memory_plan(extra: int, args: argparse.Namespace) -> dict[Schedule, tuple[int, int]]:
-    """Per schedule: ``(peak activation bytes, m' under the cap)``; cap = Virtual-1F1B's peak."""
+def memory_plan(extra: int, args: argparse.Namespace) -> dict[Schedule, tuple[int, int, int]]:
+    """Per schedule: ``(peak bytes, m' under the cap, peak at m')``; cap = Virtual-1F1B's peak."""
     return cap_plan({s: chunk_bytes(s, args) for s in SCHEDULES}, 2, args.microbatches, extra,
                     Schedule.VIRTUAL_1F1B)
 
@@ -208,7 +204,7 @@ class Rounds:
 
     samples: dict[tuple[bool, Schedule], list[tuple[StepReport, float]]]
     capped: dict[Schedule, list[float]]
-    memory: dict[Schedule, tuple[int, int]]
+    memory: dict[Schedule, tuple[int, int, int]]
     extra: int
     loaded: dict[str, list[float]]
     sizing: dict[str, dict[str, float]]
@@ -216,11 +212,11 @@ class Rounds:
     busy_loaded: dict[str, list[float]]
 
 
-def _start_capped(memory: dict[Schedule, tuple[int, int]], link: LinkSpec, extra: int,
+def _start_capped(memory: dict[Schedule, tuple[int, int, int]], link: LinkSpec, extra: int,
                   args: argparse.Namespace) -> dict[Schedule, PipelineDriver]:
     """Drivers for the schedules that need fewer micro-batches per pass under the cap."""
     return {s: start(run_config(s, link, extra, args, microbatches=m), RayBackend())
-            for s, (_, m) in memory.items() if 0 < m < args.microbatches}
+            for s, (_, m, _) in memory.items() if 0 < m < args.microbatches}
 
 
 def one_round(step: int, drivers: dict[Schedule, PipelineDriver],
@@ -289,24 +285,15 @@ def round_ratio(rounds: Rounds, slow: Schedule, fast: Schedule) -> float:
                         [r.step_s for r, _ in rounds.samples[(True, fast)]])
 
 
-def capped_peak(schedule: Schedule, microbatches: int, rounds: Rounds,
-                args: argparse.Namespace) -> int:
-    """Most activation bytes a rank holds when ``schedule`` runs ``microbatches`` per pass."""
-    chunks = chunk_bytes(schedule, args)
-    return max(peak_activation_bytes(schedule, 2, microbatches, len(chunks) // 2, rounds.extra,
-                                     chunks)) if microbatches else 0
-
-
 def memory_cells(rounds: Rounds, on: dict[Schedule, RunStats],
                  args: argparse.Namespace) -> dict[str, Any]:
     """Peak activation bytes per schedule (at ``m`` and at its ``m'``), tokens/s under the cap."""
     tokens = args.microbatch_size * args.model.seq_len
     out: dict[str, Any] = {"cap_bytes": rounds.memory[Schedule.VIRTUAL_1F1B][0]}
-    for schedule, (peak, m) in rounds.memory.items():
+    for schedule, (peak, m, capped_peak) in rounds.memory.items():
         steps = on[schedule].step_s if m == args.microbatches else rounds.capped.get(schedule)
         out[schedule.value] = {"microbatches_per_pass": m, "peak_activation_bytes": peak,
-                               "peak_activation_bytes_capped": capped_peak(schedule, m, rounds,
-                                                                           args),
+                               "peak_activation_bytes_capped": capped_peak,
                                "tokens_per_s": m * tokens / statistics.median(steps) if m else 0.0}
     # the cap is Virtual-1F1B's own peak, so GPipe's m' moves with the sized extra warm-up
     out["gpipe_microbatches_by_extra_warmup"] = {

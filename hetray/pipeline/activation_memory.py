@@ -132,8 +132,10 @@ def capped_microbatches(schedule: Schedule, num_ranks: int, num_microbatches: in
 
 def cap_plan(chunk_bytes: Mapping[Schedule, Sequence[int]], num_ranks: int,
              num_microbatches: int, extra_warmup: int,
-             cap_schedule: Schedule) -> dict[Schedule, tuple[int, int]]:
-    """Per schedule ``(peak bytes, m' under the cap)``, the cap being ``cap_schedule``'s peak.
+             cap_schedule: Schedule) -> dict[Schedule, tuple[int, int, int]]:
+    """Per schedule ``(peak bytes, m' under the cap, peak bytes at m')``.
+
+    The cap is ``cap_schedule``'s peak.
 
     Args:
         chunk_bytes: per schedule, its ``(p v,)`` bytes per virtual stage (``v`` follows).
@@ -143,14 +145,16 @@ def cap_plan(chunk_bytes: Mapping[Schedule, Sequence[int]], num_ranks: int,
         cap_schedule: whose peak is the cap.
 
     Returns:
-        ``m' = 0`` where not even one micro-batch per pass fits.
+        ``m' = 0`` (and its peak 0) where not even one micro-batch per pass fits.
     """
     def v(schedule: Schedule) -> int:
         return len(chunk_bytes[schedule]) // num_ranks
 
-    peaks = {s: max(peak_activation_bytes(s, num_ranks, num_microbatches, v(s), extra_warmup,
-                                          b)) for s, b in chunk_bytes.items()}
-    cap = peaks[cap_schedule]
-    return {s: (peaks[s], capped_microbatches(s, num_ranks, num_microbatches, v(s),
-                                              extra_warmup, b, cap) or 0)
-            for s, b in chunk_bytes.items()}
+    def peak(schedule: Schedule, microbatches: int) -> int:
+        return max(peak_activation_bytes(schedule, num_ranks, microbatches, v(schedule),
+                                         extra_warmup, chunk_bytes[schedule]))
+
+    cap = peak(cap_schedule, num_microbatches)
+    fits = {s: capped_microbatches(s, num_ranks, num_microbatches, v(s), extra_warmup, b, cap)
+            or 0 for s, b in chunk_bytes.items()}
+    return {s: (peak(s, num_microbatches), m, peak(s, m) if m else 0) for s, m in fits.items()}
