@@ -8,11 +8,11 @@ Ray-only bits: a transport between peer actors (each replica's tensor rank 0 tal
 and the torch.distributed groups of :mod:`hetray.pipeline.process_groups` (gloo on CPU, nccl
 on GPU; why not ``ray.util.collective`` is said there): the gradient all-reduce over a rank's
 replicas and the tensor-parallel sums inside a replica. The transport is
-``resources.peer_transport``: :class:`RayTransport` (``ray``, the default) delivers each
-message as an actor call (the tensor as a numpy array: :mod:`hetray.pipeline.array_wire`),
-:class:`~hetray.pipeline.socket_transport.SocketTransport` (``socket``) writes it to an
-authenticated TCP stream (each generation's secret is made here, in the driver, and reaches
-the actors through Ray calls), and
+``resources.peer_transport``:
+:class:`~hetray.pipeline.socket_transport.SocketTransport` (``socket``, the default) writes
+each message to an authenticated TCP stream (each generation's secret is made here, in the
+driver, and reaches the actors through Ray calls), :class:`RayTransport` (``ray``) delivers
+it as an actor call (the tensor as a numpy array: :mod:`hetray.pipeline.array_wire`), and
 :class:`~hetray.pipeline.collective_transport.CollectiveTransport` (``collective``) sends it
 over the world's point-to-point channels (gloo, or nccl device to device). Actors are
 *threaded* (:func:`remote_options`): while the step thread blocks in a RECV, other threads
@@ -319,7 +319,6 @@ class StageActorGroup(RayActorGroup[RayPipelineStage]):
             address = self.execute_single(0, RayPipelineStage.rendezvous)
             self.execute(RayPipelineStage.join_groups, address)
         logger.info("wired %d stage actors (generation %d)", self.num_workers, self.generation)
-
 
     def _open_streams(self) -> None:
         """Every replica listens with this generation's new secret, then connects to all."""
