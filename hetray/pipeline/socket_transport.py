@@ -343,28 +343,34 @@ class SocketTransport(MailboxTransport):
             self._errors.append(error)
 
     def _accept(self, server: socket.socket) -> None:
+        """Hand every connection to a thread of its own (a slow stranger delays no peer)."""
         while True:
             try:
                 sock, peer = server.accept()
             except OSError:
                 return  # closed
-            try:
-                sock.settimeout(HANDSHAKE_TIMEOUT_S)
-                server_handshake(sock, self._secret)
-                sock.settimeout(None)
-            except (OSError, HandshakeError) as error:  # TimeoutError is an OSError
-                logger.warning("replica %s: dropped a connection from %s: %s", self.endpoint,
-                               peer, error)
-                self.rejected += 1
-                sock.close()
-                continue
-            thread = threading.Thread(target=self._listen, args=(sock,), daemon=True,
+            thread = threading.Thread(target=self._serve, args=(sock, peer), daemon=True,
                                       name=f"recv-{self.endpoint.rank}.{self.endpoint.replica}"
                                            f"-{len(self._threads)}")
             with self._state:
                 self._accepted.append(sock)
                 self._threads.append(thread)
             thread.start()
+
+    def _serve(self, sock: socket.socket, peer: object) -> None:
+        """Check the connection's proof, then read its messages until its stop."""
+        try:
+            sock.settimeout(HANDSHAKE_TIMEOUT_S)
+            server_handshake(sock, self._secret)
+            sock.settimeout(None)
+        except (OSError, HandshakeError) as error:  # TimeoutError is an OSError
+            logger.warning("replica %s: dropped a connection from %s: %s", self.endpoint,
+                           peer, error)
+            with self._state:
+                self.rejected += 1
+            sock.close()
+            return
+        self._listen(sock)
 
     def _listen(self, sock: socket.socket) -> None:
         header = torch.empty(HEADER_LEN, dtype=torch.int64)

@@ -172,3 +172,14 @@ def _raises(transport: SocketTransport) -> bool:
     except Exception:
         return True
     return False
+
+
+def test_a_silent_stranger_does_not_hold_up_a_peer():
+    """The stranger connects first and says nothing; the peer still gets through at once."""
+    with _pair() as (a, b), socket.create_connection(b.listen_address) as stranger:
+        assert stranger.recv(len(MAGIC)) == MAGIC
+        start = time.monotonic()
+        a.connect(_addresses(a, b))
+        assert time.monotonic() - start < 2.0  # not the stranger's 10 s handshake timeout
+        a.send(B, MessageKey(_slot(0), 0, 1), torch.ones(1, 2))
+        assert b.recv(_slot(0), (0, 1)).sum().item() == 2.0
