@@ -1,7 +1,6 @@
 """Activations and gradients between stage processes over authenticated TCP streams.
 
-Symbols: ``S`` sequence length, ``D`` hidden size, ``H`` the header length of
-:mod:`hetray.pipeline.peer_wire`.
+Symbols: ``H`` the header length of :mod:`hetray.pipeline.peer_wire`.
 
 A Ray actor call costs each side about 0.8 ms of CPU per message on a 2-core host (the
 caller's submit and reference counting, the callee's task execution), where a ``sendall`` /
