@@ -69,6 +69,7 @@ from hetray.pipeline.instructions import (
 
 __all__ = [
     "COMPUTE_KINDS",
+    "MAX_EXTRA_WARMUP",
     "Op",
     "OpKind",
     "Schedule",
@@ -235,6 +236,11 @@ Op(kind=<OpKind.BACKWARD: 'B'>, microbatch=0, chunk=0)]
     return [op for op in stream if op.kind in COMPUTE_KINDS]
 
 
+#: The most extra warm-up :func:`virtual_extra_warmup` returns: more forwards than any
+#: schedule holds (the stream builder keeps at most the micro-batches there are).
+MAX_EXTRA_WARMUP = 10**9
+
+
 def virtual_extra_warmup(link_s: float, chunk_compute_s: float) -> int:
     """Extra warm-up forwards that hide a slow hop: ``ceil(link_s / chunk_compute_s)``.
 
@@ -250,18 +256,22 @@ def virtual_extra_warmup(link_s: float, chunk_compute_s: float) -> int:
         chunk_compute_s: forward + backward seconds of one micro-batch on one chunk, ``> 0``.
 
     Returns:
-        The number of extra warm-up forwards (0 for a free hop).
+        The number of extra warm-up forwards (0 for a free hop), at most
+        :data:`MAX_EXTRA_WARMUP`.
 
     Raises:
         ConfigError: negative link time or non-positive compute time.
 
     >>> virtual_extra_warmup(0.05, 0.02)
     3
+    >>> virtual_extra_warmup(1.0, 5e-324) == MAX_EXTRA_WARMUP   # compute time ~ 0
+    True
     """
     if link_s < 0 or chunk_compute_s <= 0 or not math.isfinite(link_s):
         raise ConfigError("virtual_extra_warmup", "link_s/chunk_compute_s",
                           (link_s, chunk_compute_s), "link_s >= 0 and chunk_compute_s > 0")
-    return math.ceil(link_s / chunk_compute_s - 1e-9)
+    slots = link_s / chunk_compute_s  # inf for a subnormal compute time
+    return MAX_EXTRA_WARMUP if slots > MAX_EXTRA_WARMUP else math.ceil(slots - 1e-9)
 
 
 def _expected_ops(rank: int, p: int, v: int, m: int) -> set[Op]:
