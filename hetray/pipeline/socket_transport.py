@@ -65,6 +65,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from hetray.cluster.spec import LinkClass, LinkSpec
+from hetray.pipeline.array_wire import to_wire
 from hetray.pipeline.peer_wire import (
     HEADER_LEN,
     WireMessage,
@@ -163,10 +164,8 @@ def client_handshake(sock: socket.socket, secret: bytes) -> None:
 
 
 def _bytes_of(tensor: torch.Tensor) -> memoryview:
-    """The raw bytes of a contiguous CPU ``tensor`` (bf16 as its int16 bits), no copy."""
-    if tensor.dtype == torch.bfloat16:
-        tensor = tensor.view(torch.int16)
-    return memoryview(tensor.numpy()).cast("B")
+    """The raw bytes of a contiguous CPU ``tensor`` (the array wire's view), no copy."""
+    return memoryview(to_wire(tensor).data).cast("B")
 
 
 class _Outbox:
