@@ -128,9 +128,7 @@ def _mean(values: np.ndarray) -> float:
 def _winners(paired: pd.DataFrame) -> dict[str, Any]:
     if not set(paired.columns) >= BOTH:
         return {"winner_agreement": math.nan, "num_cells": 0}
-    measured = winners(paired["measured_sgd"], paired["measured_ridge"])
-    predicted = winners(paired["predicted_sgd"], paired["predicted_ridge"])
-    tested = np.where(paired["p_value"] >= PAIRED_LEVEL, "tie", measured)
+    measured, tested, predicted = _winner_columns(paired, "predicted")
     decisive = _decisive(paired)
     agree, agree_tested = measured == predicted, tested == predicted
     null = ((paired["hyper_sgd"] == 0) & np.isinf(paired["hyper_ridge"])).to_numpy()
@@ -150,6 +148,14 @@ def _winners(paired: pd.DataFrame) -> dict[str, Any]:
             "margins": _margins(paired, agree)}
 
 
+def _winner_columns(paired: pd.DataFrame,
+                    column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per cell, str (C,) each: measured winner, with paired-test ties, and ``column``'s."""
+    measured = winners(paired["measured_sgd"], paired["measured_ridge"])
+    tested = np.where(paired["p_value"] >= PAIRED_LEVEL, "tie", measured)
+    return measured, tested, winners(paired[f"{column}_sgd"], paired[f"{column}_ridge"])
+
+
 def _decisive(paired: pd.DataFrame) -> np.ndarray:
     """Per cell, bool (C,): does the measured gap exceed twice its standard error?"""
     gap = (paired["measured_sgd"] - paired["measured_ridge"]).abs()
@@ -165,9 +171,7 @@ def _sharp(frame: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
             rows["sharp"] / rows["measured"] - 1.0))) for alg, rows in frame.groupby("algorithm")}}
     if not set(paired.columns) >= BOTH:
         return out
-    measured = winners(paired["measured_sgd"], paired["measured_ridge"])
-    predicted = winners(paired["sharp_sgd"], paired["sharp_ridge"])
-    tested = np.where(paired["p_value"] >= PAIRED_LEVEL, "tie", measured)
+    measured, tested, predicted = _winner_columns(paired, "sharp")
     agree, agree_tested = measured == predicted, tested == predicted
     decisive = _decisive(paired)
     return {**out, "winner_agreement": _mean(agree), "num_cells": len(paired),
