@@ -229,14 +229,14 @@ class TrainConfig:
 class PeerTransport(StrEnum):
     """How stage actors pass activations and gradients to each other (the Ray backend).
 
-    ``ray``: one actor call per message, its tensor through the object store (about 0.8 ms
-    of CPU on each side per message). ``socket``: one TCP stream per ordered pair of
-    replicas, opened with a mutual HMAC handshake on a per-generation secret handed out over
-    Ray's authenticated calls (:mod:`hetray.pipeline.socket_transport`), about a tenth of the
-    CPU per message. ``collective``: torch.distributed send/recv on a two-member group per
-    direction (gloo from host memory, nccl device to device;
-    :mod:`hetray.pipeline.collective_transport`); its ports take no secret. In-process workers
-    share memory and ignore it.
+    ``ray``: one actor call per message, its tensor through the object store (about 1.3-1.5
+    ms of CPU on each side per message on the dev host). ``socket``: one TCP stream per
+    ordered pair of replicas, opened with a mutual HMAC handshake on a per-generation secret
+    handed out over Ray's authenticated calls (:mod:`hetray.pipeline.socket_transport`),
+    about a third to a quarter of that CPU (``benchmarks/peer_transport.py``).
+    ``collective``: torch.distributed send/recv on a two-member group per direction (gloo
+    from host memory, nccl device to device; :mod:`hetray.pipeline.collective_transport`);
+    its ports take no secret. In-process workers share memory and ignore it.
     """
 
     RAY = "ray"

@@ -2,9 +2,9 @@
 
 Symbols: ``H`` the header length of :mod:`hetray.pipeline.peer_wire`.
 
-A Ray actor call costs each side about 0.8 ms of CPU per message on a 2-core host (the
-caller's submit and reference counting, the callee's task execution), where a ``sendall`` /
-``recv_into`` pair on a TCP stream costs under 0.1 ms (``docs/pipeline.md``, "Benchmark").
+On the 2-core dev host a 64 KiB message costs 1.4-1.5 ms of CPU on the sender and 1.3 ms
+on the receiver as a Ray actor call, and 0.3-0.4 / 0.4-0.5 ms through this transport
+(``benchmarks/peer_transport.py``: the same two actors, the same mailbox at the end).
 :class:`SocketTransport` sends the messages of :class:`~hetray.pipeline.transport.MailboxTransport`
 over one TCP stream per ordered pair of replicas, in the wire format of
 :mod:`~hetray.pipeline.peer_wire` (no pickle: a validated int64 header, then the forwards
