@@ -206,7 +206,7 @@ class Rounds:
     capped: dict[Schedule, list[float]]
     memory: dict[Schedule, tuple[int, int, int]]
     extra: int
-    loaded: dict[str, list[float]]
+    loaded: dict[str, list[StepReport]]
     sizing: dict[str, dict[str, float]]
     busy: dict[str, list[float]]
     busy_loaded: dict[str, list[float]]
@@ -343,8 +343,8 @@ def summarize_runs(rounds: Rounds, link: LinkSpec, args: argparse.Namespace) -> 
         / on[Schedule.VIRTUAL_1F1B].median_s,
         "memory_capped": memory_cells(rounds, on, args),
         "headline_under_load": headline_cell(
-            [r.step_s for r, _ in rounds.samples[(True, Schedule.ONE_F_ONE_B)]],
-            [r.step_s for r, _ in rounds.samples[(True, Schedule.VIRTUAL_1F1B)]],
+            {s.value: [r for r, _ in rounds.samples[(True, s)]]
+             for s in (Schedule.ONE_F_ONE_B, Schedule.VIRTUAL_1F1B)},
             rounds.loaded, rounds.sizing, rounds.busy_loaded),
         "host_busy_fraction": busy_fractions(
             {s.value: [r.step_s for r, _ in rounds.samples[(True, s)]] for s in SCHEDULES},

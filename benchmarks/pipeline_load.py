@@ -153,12 +153,13 @@ def sized_extra_warmup(driver: PipelineDriver, link: LinkSpec, args: argparse.Na
 
 
 def loaded_round(drivers: Mapping[Schedule, PipelineDriver], link: LinkSpec, step: int,
-                 sizing: Mapping[str, Mapping[str, float]], loaded: dict[str, list[float]],
-                 busy: dict[str, list[float]], neighbour: Neighbour) -> None:
+                 sizing: Mapping[str, Mapping[str, float]],
+                 loaded: dict[str, list[StepReport]], busy: dict[str, list[float]],
+                 neighbour: Neighbour) -> None:
     """The headline pair beside the neighbour (1F1B; Virtual-1F1B measured- and spec-sized).
 
     Virtual-1F1B runs with its warm-up sized from measured delivery and, for comparison,
-    from the link spec (the rule it replaces). Appends one step time per name of
+    from the link spec (the rule it replaces). Appends one step's report per name of
     :data:`LOADED` to ``loaded``, and the host's busy core-seconds in it to ``busy``.
     """
     v1f1b = drivers[Schedule.VIRTUAL_1F1B]
@@ -171,22 +172,47 @@ def loaded_round(drivers: Mapping[Schedule, PipelineDriver], link: LinkSpec, ste
             if extra is not None:
                 driver.set_extra_warmup(extra)
             before = host_busy_core_s()
-            loaded[name].append(timed_step(driver, link, step)[0].step_s)
+            loaded[name].append(timed_step(driver, link, step)[0])
             busy.setdefault(name, []).append(host_busy_core_s() - before)
     v1f1b.set_extra_warmup(quiet)
 
 
+def compute_s_per_rank(reports: Sequence[StepReport]) -> list[float]:
+    """``(p,)`` median over ``reports`` of each rank's forward + backward seconds per step."""
+    return [statistics.median(r.busy_fraction[rank] * r.step_s for r in reports)
+            for rank in range(len(reports[0].busy_fraction))]
 
 
-def headline_cell(quiet_1f1b: list[float], quiet_v1f1b: list[float],
-                  loaded: Mapping[str, list[float]], sizing: Mapping[str, Mapping[str, float]],
+def compute_cell(quiet: Mapping[str, Sequence[StepReport]],
+                 loaded: Mapping[str, Sequence[StepReport]]) -> dict[str, Any]:
+    """Per series in both: each rank's F+B seconds per step, quiet and beside, and their ratio.
+
+    Where the neighbour's cost lands: a rank's ops stretch when it shares the two cores with
+    the other rank's compute and the neighbour, not while it waits on the link.
+    """
+    out: dict[str, Any] = {"quiet": {}, "loaded": {}, "stretch": {}}
+    for name in quiet.keys() & loaded.keys():
+        out["quiet"][name] = compute_s_per_rank(quiet[name])
+        out["loaded"][name] = compute_s_per_rank(loaded[name])
+        out["stretch"][name] = [b / a for a, b in zip(out["quiet"][name], out["loaded"][name],
+                                                      strict=True)]
+    return out
+
+
+def headline_cell(quiet_reports: Mapping[str, Sequence[StepReport]],
+                  loaded_reports: Mapping[str, Sequence[StepReport]],
+                  sizing: Mapping[str, Mapping[str, float]],
                   busy: Mapping[str, list[float]]) -> dict[str, Any]:
     """``headline_under_load``: V-1F1B over 1F1B quiet and beside the neighbour, same rounds.
 
-    ``host_busy_fraction_loaded``: the host's busy share in the loaded steps (``busy``:
-    core-seconds per step of each series of :data:`LOADED`).
+    ``quiet_reports``: the link-on reports of ``1f1b`` and ``virtual-1f1b`` in the main rounds;
+    ``loaded_reports``: per series of :data:`LOADED`. ``host_busy_fraction_loaded``: the
+    host's busy share in the loaded steps (``busy``: core-seconds per step of each series).
+    ``compute_s_per_rank``: :func:`compute_cell`.
     """
-    quiet = median_ratio(quiet_1f1b, quiet_v1f1b)
+    loaded = {k: [r.step_s for r in v] for k, v in loaded_reports.items()}
+    quiet = median_ratio([r.step_s for r in quiet_reports["1f1b"]],
+                         [r.step_s for r in quiet_reports["virtual-1f1b"]])
     beside = median_ratio(loaded["1f1b"], loaded["virtual-1f1b"])
     return {"speedup_v1f1b_over_1f1b_quiet": quiet,
             "speedup_v1f1b_over_1f1b_loaded": beside,
@@ -197,7 +223,8 @@ def headline_cell(quiet_1f1b: list[float], quiet_v1f1b: list[float],
             "not_worse_than_tolerance": beside / quiet >= 1 - TOLERANCE, "tolerance": TOLERANCE,
             "step_s_loaded": {k: statistics.median(v) for k, v in loaded.items()},
             "steps_loaded": dict(loaded), "extra_warmup_sizing": dict(sizing),
-            "host_busy_fraction_loaded": busy_fractions(loaded, busy)}
+            "host_busy_fraction_loaded": busy_fractions(loaded, busy),
+            "compute_s_per_rank": compute_cell(quiet_reports, loaded_reports)}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -230,6 +257,11 @@ def table(result: dict[str, Any]) -> str:
         f"{k} {100 * v:.0f}%" for k, v in result["host_busy_fraction"].items())
         + "; beside the neighbour: " + ", ".join(
         f"{k} {100 * v:.0f}%" for k, v in load["host_busy_fraction_loaded"].items()))
+    compute = load["compute_s_per_rank"]
+    rows.append("F+B s per step per rank, quiet -> beside the neighbour: " + "; ".join(
+        f"{name} " + ", ".join(f"{a:.3f} -> {b:.3f} (x{b / a:.2f})" for a, b in zip(
+            compute["quiet"][name], compute["loaded"][name], strict=True))
+        for name in sorted(compute["quiet"])))
     rows.append("CPU s per step in-process (no Ray, link off): " + ", ".join(
         f"{k} {v:.3f}" for k, v in result["inprocess_cpu_s_per_step"].items()))
     return "\n".join(rows)
