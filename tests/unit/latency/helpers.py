@@ -1,4 +1,4 @@
-"""Shared test data for hetray latency: small synthetic datasets and the shipped one."""
+"""Shared test data for hetray latency: small synthetic datasets."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from hetray.latency.ast import NUM_FEATURES
 from hetray.latency.dataset import append
 
 REPO = Path(__file__).resolve().parents[3]
-SHIPPED = REPO / "benchmarks" / "data" / "latency.parquet"
 
 
 def synthetic_rows(tasks: int = 6, programs: int = 24, devices: tuple[str, ...] = ("t1-x86-64",),
