@@ -259,8 +259,9 @@ def table(result: dict[str, Any]) -> str:
         f"{k} {100 * v:.0f}%" for k, v in load["host_busy_fraction_loaded"].items()))
     compute = load["compute_s_per_rank"]
     rows.append("F+B s per step per rank, quiet -> beside the neighbour: " + "; ".join(
-        f"{name} " + ", ".join(f"{a:.3f} -> {b:.3f} (x{b / a:.2f})" for a, b in zip(
-            compute["quiet"][name], compute["loaded"][name], strict=True))
+        f"{name} " + ", ".join(f"{a:.3f} -> {b:.3f} (x{x:.2f})" for a, b, x in zip(
+            compute["quiet"][name], compute["loaded"][name], compute["stretch"][name],
+            strict=True))
         for name in sorted(compute["quiet"])))
     rows.append("CPU s per step in-process (no Ray, link off): " + ", ".join(
         f"{k} {v:.3f}" for k, v in result["inprocess_cpu_s_per_step"].items()))
