@@ -5,7 +5,7 @@ MetaSchedule's design space, measured on three one-thread devices: ISA {x86-64, 
 and writes ``benchmarks/results/latency.json`` plus ``docs/plots/latency_pred_vs_measured.png``.
 Usage::
 
-    python benchmarks/latency.py                    # ~30 min on 2 cores (7,392 rows)
+    python benchmarks/latency.py                    # ~35 min on 2 cores (7,392 rows)
     python benchmarks/latency.py --quick --out /tmp/latency.json   # few epochs, smoke run
 
 Keys: ``cross_model.{mape_cdmpp, mape_gbt, mape_device_mean, seconds_cdmpp, seconds_gbt}``
@@ -15,14 +15,18 @@ with K = 10 tasks), ``in_distribution.*`` (stratified 80/20), ``planner.layer_ma
 layer on t1-znver4 predicted by the fine-tuned model vs measured, percent),
 ``ray_vs_local_max_rel_diff`` (Ray Train TorchTrainer, one CPU worker, against the in-process
 fit with the same seed), ``dataset`` (rows, tasks, devices, collection load), ``uptime``.
+The three experiments run in ``--jobs`` processes of one torch thread each (the results do
+not depend on it: every fit is seeded and single-threaded).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import subprocess
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +37,7 @@ from hetray.latency import dataset
 from hetray.latency.planner_link import predict_layer
 from hetray.latency.protocols import (
     CrossDevice,
+    Trained,
     cross_device,
     cross_model,
     in_distribution,
@@ -70,6 +75,18 @@ def ray_check(data: dataset.Programs, cfg: TrainConfig) -> float:
     return float(np.max(np.abs(a - b) / a))
 
 
+def experiment(name: str, path: Path, cfg: TrainConfig,
+               setup: CrossDevice) -> tuple[dict, Trained | None]:
+    """One experiment in its own process (one torch thread): metrics, and the tuned model."""
+    torch.set_num_threads(1)  # shared 2-core box: in-distribution fit 751 s on 2 threads, 74 on 1
+    data = dataset.load(path)
+    if name == "in_distribution":
+        return in_distribution(data, cfg), None
+    if name == "cross_model":
+        return cross_model(data, HOLDOUT, cfg), None
+    return cross_device(data, setup, cfg)
+
+
 def main() -> None:
     """Run every section once and write the results JSON and the plot."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -78,11 +95,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT, help="results JSON")
     parser.add_argument("--data", type=Path, default=DATA, help="programs dataset (Parquet)")
     parser.add_argument("--plot", type=Path, default=PLOT, help="predicted-vs-measured PNG")
+    parser.add_argument("--jobs", type=int, default=2, help="experiments run at once")
     args = parser.parse_args()
-    torch.set_num_threads(1)  # shared 2-core box: in-distribution fit 751 s on 2 threads, 74 on 1
+    torch.set_num_threads(1)
     start_uptime, start = uptime(), time.perf_counter()
     data = dataset.load(args.data)
-    cfg = TrainConfig(epochs=8 if args.quick else 60)
+    cfg = TrainConfig(epochs=8) if args.quick else TrainConfig()
     results: dict = {"uptime_start": start_uptime, "config": {"epochs": cfg.epochs,
                                                               "holdout": list(HOLDOUT)}}
     loads = dataset.pq.read_table(args.data, columns=["load1"]).column("load1").to_numpy()
@@ -90,20 +108,21 @@ def main() -> None:
                           "programs": len(set(zip(data.task, data.seed, strict=True))),
                           "devices": sorted(set(data.device)),
                           "collection_load1_median": float(np.median(loads))}
-    results["in_distribution"] = in_distribution(data, cfg)
-    print("in-distribution", results["in_distribution"], flush=True)
-    results["cross_model"] = cross_model(data, HOLDOUT, cfg)
-    print("cross-model", results["cross_model"], flush=True)
     setup = CrossDevice(finetune_epochs=10 if args.quick else 60)
-    metrics, tuned = cross_device(data, setup, cfg)
-    results["cross_device"] = metrics
-    print("cross-device", metrics, flush=True)
+    names = ("cross_model", "cross_device", "in_distribution")  # longest first
+    with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        runs = {n: pool.submit(experiment, n, args.data, cfg, setup) for n in names}
+        for name in names:
+            results[name] = runs[name].result()[0]
+            print(name, results[name], flush=True)
+        tuned = runs["cross_device"].result()[1]
+    assert tuned is not None
     layer = predict_layer(tuned, data, setup.target)
     results["planner"] = {"layer_mape": 100 * layer.error, "device": setup.target,
                           "predicted_ms": 1e3 * layer.predicted_s,
                           "measured_ms": 1e3 * layer.measured_s}
     target = data.subset(data.device == setup.target)
-    held = target.subset(~np.isin(target.task, metrics["kmeans_tasks"]))
+    held = target.subset(~np.isin(target.task, results["cross_device"]["kmeans_tasks"]))
     scatter_plot(held, tuned.predict(held), args.plot,
                  title=f"CDMPP fine-tuned on 10 KMeans tasks of {setup.target}")
     if not args.no_ray:

@@ -2,7 +2,8 @@
 
 ``collect`` samples programs from MetaSchedule's design space, measures them on this
 machine's devices (threads x ISA) in Ray actors (or here with ``--local``) and appends to a
-Parquet file (resumable: what is there is skipped). ``train`` fits the transformer cost model
+Parquet file (resumable: what is there is skipped); ``featurize`` recomputes a dataset's leaf
+features from its programs, keeping the timings. ``train`` fits the transformer cost model
 (Ray Train ``TorchTrainer`` on CPU workers, or here with ``--local``) and writes it with its
 metrics; ``predict`` prints predicted vs measured latency per task of a dataset. Importing this
 module loads neither torch, TVM nor Ray.
@@ -22,6 +23,7 @@ EXAMPLES = """\b
 Examples:
   hetray latency collect --out benchmarks/data/latency.parquet --schedules 48
   hetray latency collect --out /tmp/tiny.parquet --tasks matmul/64x64x64 --schedules 4 --local
+  hetray latency featurize --data benchmarks/data/latency.parquet
   hetray latency train --data benchmarks/data/latency.parquet --out /tmp/cdmpp --local
   hetray latency train --data benchmarks/data/latency.parquet --out /tmp/cdmpp --workers 2
   hetray latency predict --model /tmp/cdmpp --data benchmarks/data/latency.parquet
@@ -34,7 +36,7 @@ def _words(value: str) -> tuple[str, ...]:
 
 @click.group("latency", epilog=EXAMPLES)
 def latency() -> None:
-    """CDMPP tensor-program latency prediction (collect / train / predict)."""
+    """CDMPP tensor-program latency prediction (collect / featurize / train / predict)."""
 
 
 @latency.command("collect", epilog=EXAMPLES)
@@ -83,6 +85,19 @@ def collect_command(out: Path, schedules: int, families: str, tasks: str, device
     click.echo(f"{out}: {rows} rows")
 
 
+@latency.command("featurize", epilog=EXAMPLES)
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              required=True, help="Dataset written by `hetray latency collect` (rewritten).")
+@handle_errors
+def featurize_command(data: Path) -> None:
+    """Recompute every program's AST and leaf features in place (timings kept, no re-timing)."""
+    from hetray.latency.collect import featurize
+
+    with Bar("latency featurize", unit="program") as bar:
+        n = featurize(data, lambda k, total: (bar.set_total(total), bar.update(k)))
+    click.echo(f"{data}: {n} programs featurized")
+
+
 @latency.command("train", epilog=EXAMPLES)
 @click.option("--data", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="Dataset written by `hetray latency collect`.")
@@ -91,7 +106,7 @@ def collect_command(out: Path, schedules: int, families: str, tasks: str, device
 @click.option("--holdout", default="", help="Families to hold out and test on, comma-separated "
                                             "(default: a stratified 20% of the programs).")
 @click.option("--devices", default="", help="Train on these devices only (default all).")
-@click.option("--epochs", type=click.IntRange(1, 100_000), default=60, show_default=True,
+@click.option("--epochs", type=click.IntRange(1, 100_000), default=120, show_default=True,
               help="Training epochs.")
 @click.option("--workers", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Ray Train CPU workers (DDP).")

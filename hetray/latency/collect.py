@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from hetray.core.config import limited
+from hetray.core.errors import GraphDataError
 from hetray.core.priority import compete_equally
 from hetray.latency import dataset
 from hetray.latency.ast import CompactAst
@@ -110,28 +111,64 @@ class Measurer:
 
     def _one(self, task: Task, seed: int) -> dict | None:
         from hetray.latency import programs as prog
-        from hetray.latency.ast import compact_ast
 
         sch = prog.sample_schedule(task, seed)
         if sch is None:
             return None
-        tree = compact_ast(prog.lower_for_ast(sch))
+        tree = program_ast(sch)
         if not 1 <= len(tree.leaf_ids) <= dataset.MAX_LEAVES:
             return None
         timed = prog.build_and_time(sch, self.device.target(), self.timing, seed)
         return _row(task, seed, self.device.name, timed, tree, prog.flop_count(task))
 
 
+def program_ast(sch: Any) -> CompactAst:
+    """A scheduled program's compact AST, leaves carrying the walk and ``PerStoreFeature``."""
+    from hetray.latency import programs as prog
+    from hetray.latency.ast import compact_ast
+
+    return compact_ast(prog.lower_for_ast(sch), prog.store_feature_rows(sch))
+
+
+def leaf_columns(tree: CompactAst) -> dict:
+    """The dataset's :data:`~hetray.latency.dataset.LEAF_COLUMNS` of one program."""
+    serialized = list(tree.serialized)
+    return {"n_leaves": len(tree.leaf_ids),
+            "leaf_features": tree.leaf_features.reshape(-1).tolist(),
+            "leaf_positions": [serialized.index(int(i)) for i in tree.leaf_ids]}
+
+
 def _row(task: Task, seed: int, device: str, timed: tuple[float, float, float], tree: CompactAst,
          flops: float) -> dict:
-    serialized = list(tree.serialized)
     mean, std, least = timed
     return {"task": task.name, "family": task.family, "seed": seed, "device": device,
             "latency_s": mean, "latency_std_s": std, "latency_min_s": least, "flops": flops,
-            "n_leaves": len(tree.leaf_ids),
-            "leaf_features": tree.leaf_features.reshape(-1).tolist(),
-            "leaf_positions": [serialized.index(int(i)) for i in tree.leaf_ids],
-            "load1": load1()}
+            **leaf_columns(tree), "load1": load1()}
+
+
+def featurize(path: Path, progress: Callable[[int, int], None] | None = None) -> int:
+    """Recompute every row's leaf columns from its program, keeping its timings.
+
+    A program's AST and features are a pure function of ``(task, seed)``, so a changed feature
+    set needs no re-timing. Rewrites ``path`` atomically; returns the programs featurized.
+
+    Raises:
+        GraphDataError: a row names a task hetray does not define, or a seed that no longer
+            gives a valid program.
+    """
+    from hetray.latency import programs as prog
+
+    table, keys, columns = task_table(), dataset.programs_in(path), {}
+    for name, seed in keys:
+        sch = prog.sample_schedule(table[name], seed) if name in table else None
+        if sch is None:
+            raise GraphDataError(str(path), "task", name,
+                                 f"seed {seed}: not a program hetray can sample")
+        columns[(name, seed)] = leaf_columns(program_ast(sch))
+        if progress is not None:
+            progress(1, len(keys))
+    dataset.replace_leaves(path, columns)
+    return len(keys)
 
 
 class DeviceWorkers(Protocol):

@@ -69,10 +69,11 @@ class Programs:
         return len(self.latency)
 
 
-def append(path: Path, rows: list[dict]) -> int:
-    """Add ``rows`` (dicts with the :data:`SCHEMA` columns) to ``path``; returns the row count."""
-    new = pa.Table.from_pylist(rows, schema=SCHEMA)
-    table = pa.concat_tables([pq.read_table(path, schema=SCHEMA), new]) if path.exists() else new
+#: The columns that describe a program's AST (a pure function of ``(task, seed)``).
+LEAF_COLUMNS = ("n_leaves", "leaf_features", "leaf_positions")
+
+
+def _write(path: Path, table: pa.Table) -> int:
     # a program's devices side by side: its identical leaf lists then compress to almost nothing
     table = table.sort_by([("task", "ascending"), ("seed", "ascending"), ("device", "ascending")])
     tmp = path.with_suffix(".tmp")
@@ -80,6 +81,33 @@ def append(path: Path, rows: list[dict]) -> int:
     pq.write_table(table, tmp, compression="zstd", compression_level=19)
     os.replace(tmp, path)
     return table.num_rows
+
+
+def append(path: Path, rows: list[dict]) -> int:
+    """Add ``rows`` (dicts with the :data:`SCHEMA` columns) to ``path``; returns the row count."""
+    new = pa.Table.from_pylist(rows, schema=SCHEMA)
+    return _write(path, pa.concat_tables([pq.read_table(path, schema=SCHEMA), new])
+                  if path.exists() else new)
+
+
+def programs_in(path: Path) -> list[tuple[str, int]]:
+    """The distinct ``(task, seed)`` programs of ``path``, sorted."""
+    t = pq.read_table(path, columns=["task", "seed"]).to_pydict()
+    return sorted(set(zip(t["task"], t["seed"], strict=True)))
+
+
+def replace_leaves(path: Path, leaves: dict[tuple[str, int], dict]) -> int:
+    """Rewrite the :data:`LEAF_COLUMNS` of every row from ``leaves[(task, seed)]``.
+
+    Timings and every other column are kept; the file is replaced atomically.
+    """
+    table = pq.read_table(path, schema=SCHEMA)
+    keys = list(zip(table.column("task").to_pylist(), table.column("seed").to_pylist(),
+                    strict=True))
+    for name in LEAF_COLUMNS:
+        values = pa.array([leaves[k][name] for k in keys], type=SCHEMA.field(name).type)
+        table = table.set_column(SCHEMA.get_field_index(name), name, values)
+    return _write(path, table)
 
 
 def done_keys(path: Path) -> set[tuple[str, int, str]]:

@@ -111,6 +111,30 @@ def lower_for_ast(sch: Any) -> Any:
     return tvm.ir.transform.Sequential(passes)(sch.mod)["main"]
 
 
+@lru_cache(maxsize=1)
+def _feature_context() -> tuple[Any, Any]:
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    # PerStoreFeature reads only the context's target (CPU vs GPU) when extract_workload=False
+    return (ms.TuneContext(target=tvm.target.Target(DESIGN_TARGET), num_threads=1),
+            ms.feature_extractor.PerStoreFeature(extract_workload=False))
+
+
+def store_feature_rows(sch: Any) -> np.ndarray:
+    """MetaSchedule's ``PerStoreFeature`` of a scheduled program: a 164-d row per stored buffer.
+
+    Shape ``(B, 164)``, rows in the order of each buffer's first non-constant store (see
+    :func:`hetray.latency.ast.zip_store_rows`).
+    """
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    ctx, extractor = _feature_context()
+    candidate = ms.MeasureCandidate(sch, ArgInfo.from_prim_func(sch.mod["main"]))
+    return extractor.extract_from(ctx, [candidate])[0].numpy().astype(np.float32)
+
+
 def flop_count(task: Task) -> float:
     """Floating-point operations of the task (TVM's estimate on the unscheduled function)."""
     import tvm

@@ -15,12 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from hetray.core.errors import ConfigError, ProfileDataError
+from hetray.core.group import first_line
 from hetray.core.strict_text import parse_json, read_config_text
 from hetray.core.untrusted import UNREADABLE, load_tensor_file
+from hetray.latency.ast import NUM_FEATURES
 from hetray.latency.encoding import MinMax
 from hetray.latency.model import ModelConfig
 from hetray.latency.protocols import Trained
-from hetray.latency.train import Targets, TrainConfig
+from hetray.latency.train import Targets, TrainConfig, load_model
 
 MODEL_FILE, META_FILE = "model.pt", "predictor.json"
 
@@ -64,11 +66,20 @@ def load(directory: Path) -> Trained:
         model = ModelConfig(**_field(meta, "model", str(meta_path)))
     except (TypeError, ValueError) as err:
         raise ProfileDataError(str(meta_path), f"bad field value: {err}") from err
+    if model.features != NUM_FEATURES:
+        raise ProfileDataError(str(meta_path), f"field 'model.features' is {model.features}: the "
+                               f"model was trained on other leaf features than this hetray "
+                               f"extracts ({NUM_FEATURES}); retrain it")
     if lo.shape != (model.features,) or span.shape != lo.shape:
         raise ProfileDataError(str(meta_path), f"field 'norm_lo' must have {model.features} values")
     try:
         state = load_tensor_file(model_path)
     except UNREADABLE as err:
         raise ProfileDataError(str(model_path), f"not a readable state dict: {err}") from err
+    try:
+        load_model(state, model)
+    except RuntimeError as err:  # keys or shapes of another model version
+        raise ProfileDataError(str(model_path), f"state does not fit the model, retrain it: "
+                               f"{first_line(str(err))}") from err
     return Trained(MinMax(lo, span), targets, state, TrainConfig(model=model),
                    float(meta.get("seconds", 0.0)))

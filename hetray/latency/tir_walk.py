@@ -1,7 +1,7 @@
 """The TIR visitor behind :func:`hetray.latency.ast.compact_ast` (needs TVM at call time).
 
 :class:`Walker` descends statements keeping the loop stack; :func:`store_features` turns one
-``BufferStore`` and that stack into the 32-d leaf vector of :data:`hetray.latency.ast.FEATURES`.
+``BufferStore`` and that stack into the 32-d vector of :data:`hetray.latency.ast.WALK_FEATURES`.
 Index strides are found by evaluating the flattened index at ``var = 0`` and ``var = 1``
 (other loop variables 0); an index the evaluator cannot read gives stride -1.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hetray.latency.ast import NUM_FEATURES, Node, NodeKind, slog
+from hetray.latency.ast import WALK_FEATURES, Node, NodeKind, slog
 
 #: Float op class name -> feature group.
 FLOAT_OPS = {"Add": "f_add", "Sub": "f_add", "Mul": "f_mul", "Div": "f_div",
@@ -100,7 +100,7 @@ def buffer_bytes(buf: Any) -> float:
 
 def store_features(store: Any, loops: list[Loop], unroll_step: int, depth: int,
                    conditional: bool) -> np.ndarray:
-    """The leaf vector of one store under ``loops`` (outermost first), shape ``(NUM_FEATURES,)``."""
+    """The walk vector of one store under ``loops`` (outermost first), shape ``(32,)``."""
     counts: dict[str, float] = {}
     loads: list[Any] = []
     count_ops(store.value, counts, loads)
@@ -133,10 +133,8 @@ def store_features(store: Any, loops: list[Loop], unroll_step: int, depth: int,
         "reuse": per_iter * iters / max(unique, 1.0), "depth": depth,
         "conditional": float(conditional), "flops": flops,
     }
-    from hetray.latency.ast import FEATURES
-
-    out = np.array([slog(float(vector.get(name, 0.0))) for name in FEATURES], np.float32)
-    assert out.shape == (NUM_FEATURES,)
+    out = np.array([slog(float(vector.get(name, 0.0))) for name in WALK_FEATURES], np.float32)
+    assert out.shape == (len(WALK_FEATURES),)
     return out
 
 
@@ -175,6 +173,8 @@ class Walker:
             node = self._add(NodeKind.STORE)
             node.features = store_features(stmt, self._loops, self._unroll, len(self._path),
                                            self._conditional)
+            node.buffer = stmt.buffer.name
+            node.constant = type(stmt.value).__name__ in ("IntImm", "FloatImm")
         elif name == "IfThenElse":
             self._visit_if(stmt)
         elif getattr(stmt, "body", None) is not None:

@@ -1,10 +1,11 @@
-"""Positional encoding (deterministic, siblings vs children) and KMeans task selection."""
+"""The AST's serialisation and store-row zip, positional encoding, KMeans task selection."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from hetray.latency.ast import serialize
+from hetray.latency.ast import STORE_FEATURES, Node, NodeKind, serialize, zip_store_rows
 from hetray.latency.encoding import MinMax, positional_encoding
 from hetray.latency.sampling import kmeans_tasks, random_tasks
 
@@ -12,6 +13,24 @@ from hetray.latency.sampling import kmeans_tasks, random_tasks
 def test_serialization_marks_the_end_of_each_nodes_children():
     # root 0 -> [1 -> [2, 3], 4]
     assert serialize({0: [1, 4], 1: [2, 3]}) == [0, 1, 2, -1, 3, -1, -1, 4, -1, -1]
+
+
+def _store(i: int, buffer: str, constant: bool = False) -> Node:
+    return Node(NodeKind.STORE, i, 0, buffer=buffer, constant=constant)
+
+
+def test_store_rows_zip_by_buffer_in_first_store_order():
+    # C = 0 (init), C += ..., D = f(C), C += ... again: PerStoreFeature rows are [C, D]
+    nodes = [Node(NodeKind.ROOT, 0, -1), _store(1, "C", constant=True), _store(2, "C"),
+             _store(3, "D"), _store(4, "C")]
+    rows = np.arange(2 * len(STORE_FEATURES), dtype=np.float32).reshape(2, -1) + 1
+    got = zip_store_rows(nodes, [1, 2, 3, 4], rows)
+    assert (got[0] == 0).all()  # a constant store has no row
+    assert (got[1] == rows[0]).all()
+    assert (got[3] == rows[0]).all()
+    assert (got[2] == rows[1]).all()
+    with pytest.raises(ValueError, match="2 stored buffers"):
+        zip_store_rows(nodes, [1, 2, 3, 4], rows[:1])
 
 
 def test_positional_encoding_is_deterministic_and_separates_siblings_from_children():

@@ -57,6 +57,22 @@ def test_bad_predictor_files_name_file_and_field(gpt_model, tmp_path):
         store.load(tmp_path / "n")
 
 
+def test_a_predictor_from_another_model_version_is_refused(gpt_model, tmp_path):
+    model, _ = gpt_model
+    store.save(model, tmp_path / "m")
+    meta = json.loads((tmp_path / "m" / store.META_FILE).read_text())
+    meta["model"]["features"] = 32  # trained on the walk features alone
+    (tmp_path / "m" / store.META_FILE).write_text(json.dumps(meta))
+    with pytest.raises(ProfileDataError, match=r"'model\.features' is 32.*retrain"):
+        store.load(tmp_path / "m")
+    store.save(model, tmp_path / "n")
+    state = torch.load(tmp_path / "n" / store.MODEL_FILE, weights_only=True)
+    state["norm_tir.running_mean"] = torch.zeros(64)  # a BatchNorm-era state dict
+    torch.save(state, tmp_path / "n" / store.MODEL_FILE)
+    with pytest.raises(ProfileDataError, match=r"model\.pt.*state does not fit"):
+        store.load(tmp_path / "n")
+
+
 def test_planner_link_writes_predicted_measurements(gpt_model, tmp_path):
     model, data = gpt_model
     pred = predict_layer(model, data, "t1-znver4")

@@ -1,7 +1,8 @@
-"""Tests that need TVM: the compact AST of a hand-written PrimFunc, and a tiny real collection.
+"""Tests that need TVM: the compact AST of a hand-written PrimFunc, a tiny real collection.
 
 Both run in a fresh interpreter (see ``tvm_checks.py``); the collection goes through the
-``hetray latency collect --local`` command and really compiles and times kernels.
+``hetray latency collect --local`` command and really compiles and times kernels, then
+``hetray latency featurize`` rebuilds its leaves.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import sys
 
 import pytest
 
-from hetray.latency.ast import NodeKind, slog
-from hetray.latency.dataset import load
+from hetray.latency.ast import NUM_FEATURES, STORE_FEATURES, NodeKind, slog
+from hetray.latency.dataset import load, programs_in, replace_leaves
 from tests.unit.latency.helpers import REPO
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tvm") is None,
@@ -48,6 +49,14 @@ def test_compact_ast_of_a_hand_written_prim_func():
     assert inner["store_stride"] == 0.0
     assert inner["max_load_stride"] == pytest.approx(slog(1))
     assert math.isfinite(sum(inner.values()))
+    # PerStoreFeature: one row, for b's update (a constant store has none); zipped onto the
+    # update leaf, zeros on the init leaf; its outer-loop group agrees with the walk
+    assert len(got["store_rows"]) == 1
+    assert [inner[name] for name in STORE_FEATURES] == pytest.approx(got["store_rows"][0])
+    assert all(got["init"][name] == 0.0 for name in STORE_FEATURES)
+    assert inner["ms_outer_0"] == pytest.approx(inner["iters"])  # product of loop extents
+    assert inner["ms_outer_1"] == pytest.approx(slog(2))  # two loops
+    assert inner["ms_ops_1"] == pytest.approx(slog(32))  # float add/sub per program
 
 
 @pytest.mark.slow
@@ -65,3 +74,11 @@ def test_tiny_collection_compiles_and_times_kernels(tmp_path):
     assert len(set(data.latency.round(9))) == len(data)  # really timed, not a constant
     _run(cmd, timeout=600)  # resumable: a second run adds nothing
     assert len(load(out)) == len(data)
+    # featurize recomputes the leaves from the programs alone and keeps the timings
+    replace_leaves(out, {k: {"n_leaves": 1, "leaf_features": [0.0] * NUM_FEATURES,
+                             "leaf_positions": [1]} for k in programs_in(out)})
+    _run(["-m", "hetray.cli", "--quiet", "latency", "featurize", "--data", str(out)], timeout=600)
+    again = load(out)
+    assert (again.latency == data.latency).all()
+    assert (again.leaves == data.leaves).all()
+    assert (again.positions == data.positions).all()

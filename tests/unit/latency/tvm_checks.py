@@ -13,10 +13,11 @@ import sys
 def hand_written_ast() -> dict:
     """The compact AST of a hand-written two-store PrimFunc."""
     import tvm
+    from tvm.s_tir import Schedule
     from tvm.script import tirx as T  # noqa: N812 (TVMScript's convention)
 
     from hetray.latency.ast import FEATURES, compact_ast
-    from hetray.latency.programs import lower_for_ast
+    from hetray.latency.programs import lower_for_ast, store_feature_rows
 
     @T.prim_func
     def row_sum(a: T.Buffer((4, 8), "float32"), b: T.Buffer((4,), "float32")):
@@ -25,14 +26,13 @@ def hand_written_ast() -> dict:
             for j in T.vectorized(8):
                 b[i] = b[i] + a[i, j]
 
-    class Scheduled:  # what lower_for_ast reads from a Schedule
-        mod = tvm.IRModule({"main": row_sum})
-
-    tree = compact_ast(lower_for_ast(Scheduled))
-    inner = dict(zip(FEATURES, tree.leaf_features[1].tolist(), strict=True))
+    sch = Schedule(tvm.IRModule({"main": row_sum}))
+    rows = store_feature_rows(sch)
+    tree = compact_ast(lower_for_ast(sch), rows)
+    init, inner = (dict(zip(FEATURES, leaf.tolist(), strict=True)) for leaf in tree.leaf_features)
     return {"kinds": tree.kinds.tolist(), "parents": tree.parents.tolist(),
             "serialized": tree.serialized.tolist(), "leaf_ids": tree.leaf_ids.tolist(),
-            "inner": inner}
+            "store_rows": rows.tolist(), "init": init, "inner": inner}
 
 
 if __name__ == "__main__":  # blocked only here: pytest imports this module for its doctests
