@@ -153,8 +153,8 @@ def featurize(path: Path, progress: Callable[[int, int], None] | None = None) ->
     set needs no re-timing. Rewrites ``path`` atomically; returns the programs featurized.
 
     Raises:
-        GraphDataError: a row names a task hetray does not define, or a seed that no longer
-            gives a valid program.
+        GraphDataError: a row names a task hetray does not define, a seed that no longer
+            gives a valid program, or a program whose features cannot be zipped.
     """
     from hetray.latency import programs as prog
 
@@ -164,7 +164,10 @@ def featurize(path: Path, progress: Callable[[int, int], None] | None = None) ->
         if sch is None:
             raise GraphDataError(str(path), "task", name,
                                  f"seed {seed}: not a program hetray can sample")
-        columns[(name, seed)] = leaf_columns(program_ast(sch))
+        try:
+            columns[(name, seed)] = leaf_columns(program_ast(sch))
+        except ValueError as err:  # PerStoreFeature rows that do not zip with the walk
+            raise GraphDataError(str(path), "task", name, f"seed {seed}: {err}") from err
         if progress is not None:
             progress(1, len(keys))
     dataset.replace_leaves(path, columns)
