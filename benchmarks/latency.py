@@ -75,6 +75,15 @@ def ray_check(data: dataset.Programs, cfg: TrainConfig) -> float:
     return float(np.max(np.abs(a - b) / a))
 
 
+def dataset_summary(path: Path, data: dataset.Programs) -> dict:
+    """Rows, tasks, programs, devices and the median collection load of the dataset."""
+    loads = dataset.pq.read_table(path, columns=["load1"]).column("load1").to_numpy()
+    return {"rows": len(data), "tasks": len(np.unique(data.task)),
+            "programs": len(set(zip(data.task, data.seed, strict=True))),
+            "devices": sorted(set(data.device)),
+            "collection_load1_median": float(np.median(loads))}
+
+
 def experiment(name: str, path: Path, cfg: TrainConfig,
                setup: CrossDevice) -> tuple[dict, Trained | None]:
     """One experiment in its own process (one torch thread): metrics, and the tuned model."""
@@ -103,11 +112,7 @@ def main() -> None:
     cfg = TrainConfig(epochs=8) if args.quick else TrainConfig()
     results: dict = {"uptime_start": start_uptime, "config": {"epochs": cfg.epochs,
                                                               "holdout": list(HOLDOUT)}}
-    loads = dataset.pq.read_table(args.data, columns=["load1"]).column("load1").to_numpy()
-    results["dataset"] = {"rows": len(data), "tasks": len(np.unique(data.task)),
-                          "programs": len(set(zip(data.task, data.seed, strict=True))),
-                          "devices": sorted(set(data.device)),
-                          "collection_load1_median": float(np.median(loads))}
+    results["dataset"] = dataset_summary(args.data, data)
     setup = CrossDevice(finetune_epochs=10 if args.quick else 60)
     names = ("cross_model", "cross_device", "in_distribution")  # longest first
     with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
