@@ -103,8 +103,12 @@ def ray_train_loop(config: dict) -> None:
 def fit_ray(job: Any, num_workers: int = 1) -> Any:
     """Train ``job`` (a :class:`hetray.latency.train.FitJob`) with Ray Train on CPU workers.
 
-    Returns rank 0's :class:`hetray.latency.train.FitResult`.
+    Returns rank 0's :class:`hetray.latency.train.FitResult`. Every call is a new Ray Train run
+    (its own name under the storage path): under a fixed name Ray loads the earlier runs'
+    checkpoint list into the new one.
     """
+    import uuid
+
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
@@ -113,7 +117,7 @@ def fit_ray(job: Any, num_workers: int = 1) -> Any:
 
     trainer = TorchTrainer(ray_train_loop, train_loop_config={"job": job},
                            scaling_config=ScalingConfig(num_workers=num_workers, use_gpu=False),
-                           run_config=RunConfig(name="hetray-latency"))
+                           run_config=RunConfig(name=f"hetray-latency-{uuid.uuid4().hex[:12]}"))
     result = trainer.fit()
     with result.checkpoint.as_directory() as path:
         saved = load_tensor_file(Path(path) / "fit.pt")

@@ -8,9 +8,11 @@ Usage::
     python benchmarks/latency.py                    # ~35 min on 2 cores (7,392 rows)
     python benchmarks/latency.py --quick --out /tmp/latency.json   # few epochs, smoke run
 
-Keys: ``cross_model.{mape_cdmpp, mape_gbt, mape_device_mean, seconds_cdmpp, seconds_gbt}``
+Keys: ``cross_model.{mape_cdmpp, mape_gbt, mape_device_mean, mape_task_oracle,
+spearman_within_task_{cdmpp,gbt}, by_family.<family>.*, seconds_cdmpp, seconds_gbt}``
 (held-out families :data:`HOLDOUT`), ``cross_device.{mape_kmeans, mape_random,
-mape_zero_shot, mape_gbt, seconds_*}`` (pre-train on t1-x86-64 + t1-haswell, fine-tune on t1-znver4
+mape_zero_shot, mape_gbt, mape_task_oracle, spearman_within_task_{kmeans,gbt}, seconds_*}``
+(pre-train on t1-x86-64 + t1-haswell, fine-tune on t1-znver4
 with K = 10 tasks), ``in_distribution.*`` (stratified 80/20), ``planner.layer_mape`` (the GPT
 layer on t1-znver4 predicted by the fine-tuned model vs measured, percent),
 ``ray_vs_local_max_rel_diff`` (Ray Train TorchTrainer, one CPU worker, against the in-process

@@ -6,6 +6,9 @@
 - :func:`mean_per_task`: predicts each test row with the mean training latency of its task on
   its device (the usual sanity floor; undefined for unseen tasks, which fall back to the mean
   of the device).
+- Diagnostics, not predictors: :func:`task_median_oracle` (reads the test labels: the MAPE
+  left when each task's scale is known exactly) and :func:`within_task_spearman` (how well a
+  predictor ranks the schedules of one task on one device).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from hetray.latency.dataset import Programs
@@ -69,3 +73,33 @@ def mean_per_task(train: Programs, test: Programs) -> np.ndarray:
 def mape(pred: np.ndarray, true: np.ndarray) -> float:
     """Mean absolute percentage error, in percent."""
     return float(np.mean(np.abs(pred - true) / true) * 100.0)
+
+
+def _task_device_groups(data: Programs) -> list[np.ndarray]:
+    """Row indices of each (task, device) pair of ``data``."""
+    keys = np.array([f"{t}|{d}" for t, d in zip(data.task, data.device, strict=True)])
+    _, inverse = np.unique(keys, return_inverse=True)
+    return [np.flatnonzero(inverse == g) for g in range(inverse.max() + 1)] if len(data) else []
+
+
+def task_median_oracle(test: Programs) -> np.ndarray:
+    """Each row's prediction: the geometric median latency of its own (task, device) in ``test``.
+
+    Reads the test labels, so it is a diagnostic: a predictor that knew every task's typical
+    latency exactly and nothing about its schedules would score this MAPE. Shape ``(R,)``.
+    """
+    out = np.empty(len(test))
+    for rows in _task_device_groups(test):
+        out[rows] = np.exp(np.median(np.log(test.latency[rows])))
+    return out
+
+
+def within_task_spearman(pred: np.ndarray, test: Programs) -> float:
+    """Median over (task, device) pairs of Spearman(``pred``, latency) over that pair's rows.
+
+    Pairs where either side is constant rank nothing and are left out; NaN when none is left.
+    """
+    rhos = [stats.spearmanr(pred[rows], test.latency[rows])[0]
+            for rows in _task_device_groups(test)
+            if len(rows) > 2 and np.ptp(pred[rows]) > 0 and np.ptp(test.latency[rows]) > 0]
+    return float(np.median(rhos)) if rhos else float("nan")

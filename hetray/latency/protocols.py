@@ -17,7 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hetray.latency.baselines import TreeBaseline, device_matrix, mape, mean_per_task
+from hetray.latency.baselines import (
+    TreeBaseline,
+    device_matrix,
+    mape,
+    mean_per_task,
+    task_median_oracle,
+    within_task_spearman,
+)
 from hetray.latency.dataset import Programs
 from hetray.latency.encoding import MinMax
 from hetray.latency.sampling import kmeans_tasks, random_tasks
@@ -84,27 +91,42 @@ def stratified_split(latency: np.ndarray, every: int = 5) -> tuple[np.ndarray, n
     return np.flatnonzero(~test), np.flatnonzero(test)
 
 
+def _compared(test: Programs, cdmpp: np.ndarray, gbt: np.ndarray) -> dict[str, float]:
+    """MAPE (%) of both predictors on ``test`` and how well each ranks a task's schedules.
+
+    Also the task-median oracle's MAPE: the error left by the spread of schedules alone.
+    """
+    return {"mape_cdmpp": mape(cdmpp, test.latency), "mape_gbt": mape(gbt, test.latency),
+            "mape_task_oracle": mape(task_median_oracle(test), test.latency),
+            "spearman_within_task_cdmpp": within_task_spearman(cdmpp, test),
+            "spearman_within_task_gbt": within_task_spearman(gbt, test)}
+
+
 def in_distribution(data: Programs, cfg: TrainConfig, fit_fn: FitFn = fit) -> dict[str, float]:
     """Stratified 80/20 split: CDMPP vs GBT vs mean-per-task MAPE (%), and fit seconds."""
     tr, te = stratified_split(data.latency)
     train, test = data.subset(tr), data.subset(te)
     model = train_cdmpp(train, cfg, fit_fn=fit_fn)
     gbt = TreeBaseline(cfg.seed).fit(train)
-    return {"mape_cdmpp": mape(model.predict(test), test.latency),
-            "mape_gbt": mape(gbt.predict(test), test.latency),
+    return {**_compared(test, model.predict(test), gbt.predict(test)),
             "mape_mean_per_task": mape(mean_per_task(train, test), test.latency),
             "seconds_cdmpp": model.seconds, "seconds_gbt": gbt.seconds}
 
 
 def cross_model(data: Programs, holdout: tuple[str, ...], cfg: TrainConfig,
-                fit_fn: FitFn = fit) -> dict[str, float]:
-    """Train without the ``holdout`` families, test on them; MAPE (%) and fit seconds."""
+                fit_fn: FitFn = fit) -> dict:
+    """Train without the ``holdout`` families, test on them; MAPE (%) and fit seconds.
+
+    ``by_family`` holds the same comparison for each held-out family.
+    """
     held = np.isin(data.family, holdout)
     train, test = data.subset(~held), data.subset(held)
     model = train_cdmpp(train, cfg, target=test, fit_fn=fit_fn)
     gbt = TreeBaseline(cfg.seed).fit(train)
-    return {"mape_cdmpp": mape(model.predict(test), test.latency),
-            "mape_gbt": mape(gbt.predict(test), test.latency),
+    ours, theirs = model.predict(test), gbt.predict(test)
+    by_family = {f: _compared(test.subset(test.family == f), ours[test.family == f],
+                              theirs[test.family == f]) for f in holdout}
+    return {**_compared(test, ours, theirs), "by_family": by_family,
             "mape_device_mean": mape(mean_per_task(train, test), test.latency),
             "seconds_cdmpp": model.seconds, "seconds_gbt": gbt.seconds,
             "train_rows": float(len(train)), "test_rows": float(len(test))}
@@ -151,10 +173,13 @@ def cross_device(data: Programs, setup: CrossDevice, cfg: TrainConfig,
                                                  | ((data.device == setup.target)
                                                     & np.isin(data.task, chosen))))
     test = target.subset(~np.isin(target.task, chosen))
+    compared = _compared(test, tuned.predict(test), gbt.predict(test))
     metrics = {"mape_zero_shot": _scored(base, target, chosen),
-               "mape_kmeans": _scored(tuned, target, chosen),
+               "mape_kmeans": compared["mape_cdmpp"],
                "mape_random": float(np.mean(randoms)), "mape_random_draws": randoms,
-               "mape_gbt": mape(gbt.predict(test), test.latency),
+               "mape_gbt": compared["mape_gbt"], "mape_task_oracle": compared["mape_task_oracle"],
+               "spearman_within_task_kmeans": compared["spearman_within_task_cdmpp"],
+               "spearman_within_task_gbt": compared["spearman_within_task_gbt"],
                "seconds_pretrain": base.seconds, "seconds_finetune": tuned.seconds,
                "seconds_kmeans_select": select_s, "seconds_gbt": gbt.seconds,
                "kmeans_tasks": chosen}
