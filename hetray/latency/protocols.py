@@ -124,8 +124,10 @@ def cross_model(data: Programs, holdout: tuple[str, ...], cfg: TrainConfig,
     model = train_cdmpp(train, cfg, target=test, fit_fn=fit_fn)
     gbt = TreeBaseline(cfg.seed).fit(train)
     ours, theirs = model.predict(test), gbt.predict(test)
-    by_family = {f: _compared(test.subset(test.family == f), ours[test.family == f],
-                              theirs[test.family == f]) for f in holdout}
+    by_family = {}
+    for family in holdout:
+        rows = test.family == family
+        by_family[family] = _compared(test.subset(rows), ours[rows], theirs[rows])
     return {**_compared(test, ours, theirs), "by_family": by_family,
             "mape_device_mean": mape(mean_per_task(train, test), test.latency),
             "seconds_cdmpp": model.seconds, "seconds_gbt": gbt.seconds,
