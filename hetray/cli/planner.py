@@ -171,8 +171,11 @@ def _profile_predicted(out: Path, predict_dir: Path, data: Path | None, devices:
 
     pairs = profile_predicted(predict_dir, data, tuple(devices.split(",")))
     for pred, _ in pairs:
-        click.echo(f"{pred.device}: predicted {1e3 * pred.predicted_s:.3f} ms, measured "
-                   f"{1e3 * pred.measured_s:.3f} ms ({100 * pred.error:.1f}% error)")
+        basis = ", ".join(pred.calibrated_on) or "no other device"
+        click.echo(f"{pred.device}: predicted {1e3 * pred.predicted_s:.3f} ms (raw "
+                   f"{1e3 * pred.raw_predicted_s:.3f} ms x {pred.correction:.2f}, the selection "
+                   f"bias measured on {basis}), measured {1e3 * pred.measured_s:.3f} ms "
+                   f"({100 * pred.error:.1f}% error)")
     save_measurements(out, [m for _, m in pairs])
     click.echo(f"wrote {len(pairs)} predicted measurements to {out}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,8 +11,8 @@ import torch
 
 from hetray.core.errors import ProfileDataError
 from hetray.latency import store
-from hetray.latency.dataset import append, load
-from hetray.latency.planner_link import predict_layer, to_measurement
+from hetray.latency.dataset import Programs, append, load
+from hetray.latency.planner_link import chosen_layer, predict_layer, to_measurement
 from hetray.latency.protocols import train_cdmpp
 from hetray.latency.tasks import GPTShape, gpt_layer_ops
 from hetray.latency.train import TrainConfig
@@ -19,19 +20,23 @@ from hetray.planner.measurements import load_measurements, save_measurements
 from tests.unit.latency.helpers import synthetic_rows
 
 
+def gpt_programs(path, devices: tuple[str, ...]) -> Programs:
+    """Synthetic programs of the GPT layer's operators on ``devices``, written to ``path``."""
+    names = [t.name for t, _ in gpt_layer_ops(GPTShape())]
+    rows = synthetic_rows(tasks=len(names), programs=4, devices=devices)
+    for row in rows:
+        row["task"] = names[int(row["task"].split("/t")[1])]
+        row["family"] = "gpt"
+    append(path, rows)
+    return load(path)
+
+
 @pytest.fixture(scope="module")
 def gpt_model(tmp_path_factory):
     """A 3-epoch model on synthetic rows named after the GPT layer's operators."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
-    names = [t.name for t, _ in gpt_layer_ops(GPTShape())]
-    rows = synthetic_rows(tasks=len(names), programs=4, devices=("t1-znver4",))
-    for row in rows:
-        row["task"] = names[int(row["task"].split("/t")[1])]
-        row["family"] = "gpt"
-    path = tmp_path_factory.mktemp("gpt") / "gpt.parquet"
-    append(path, rows)
-    data = load(path)
+    data = gpt_programs(tmp_path_factory.mktemp("gpt") / "gpt.parquet", ("t1-znver4",))
     yield train_cdmpp(data, TrainConfig(epochs=3, batch=32)), data
     torch.set_num_threads(before)
 
@@ -86,3 +91,44 @@ def test_planner_link_writes_predicted_measurements(gpt_model, tmp_path):
     assert back.measured_s == pytest.approx(pred.predicted_s)
     with pytest.raises(KeyError, match="t2-znver4"):
         predict_layer(model, data, "t2-znver4")
+
+
+def _scaled(data: Programs, device: str, factor: float) -> Programs:
+    return replace(data, latency=np.where(data.device == device, factor, 1.0) * data.latency)
+
+
+def test_layer_correction_is_measured_on_the_other_devices_only(gpt_model, tmp_path):
+    model, alone = gpt_model
+    single = predict_layer(model, alone, "t1-znver4")
+    assert (single.correction, single.calibrated_on) == (1.0, ())
+    assert single.predicted_s == single.raw_predicted_s
+    data = gpt_programs(tmp_path / "two.parquet", ("t1-znver4", "t1-x86-64"))
+    pred = predict_layer(model, data, "t1-znver4")
+    raw, measured, _ = chosen_layer(model, data, "t1-x86-64")
+    assert pred.calibrated_on == ("t1-x86-64",)
+    assert pred.correction == pytest.approx(measured / raw)
+    assert pred.predicted_s == pytest.approx(pred.raw_predicted_s * measured / raw)
+    slower_target = predict_layer(model, _scaled(data, "t1-znver4", 10.0), "t1-znver4")
+    assert slower_target.predicted_s == pytest.approx(pred.predicted_s)  # never its own labels
+    assert slower_target.measured_s == pytest.approx(10.0 * pred.measured_s)
+    slower_other = predict_layer(model, _scaled(data, "t1-x86-64", 3.0), "t1-znver4")
+    assert slower_other.predicted_s == pytest.approx(3.0 * pred.predicted_s)
+
+
+def test_profile_predict_prints_the_correction_and_writes_measurements(gpt_model, tmp_path):
+    from click.testing import CliRunner
+
+    from hetray.cli.main import cli
+
+    model, _ = gpt_model
+    store.save(model, tmp_path / "m")
+    gpt_programs(tmp_path / "two.parquet", ("t1-znver4", "t1-x86-64"))
+    out = tmp_path / "predicted.json"
+    result = CliRunner().invoke(cli, ["profile", "--predict", str(tmp_path / "m"),
+                                      "--latency-data", str(tmp_path / "two.parquet"),
+                                      "--device", "t1-znver4", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "the selection bias measured on t1-x86-64" in result.output
+    (record,) = load_measurements(out)
+    assert record.kind == "predicted"
+    assert record.device_model == "CPU:t1-znver4"
