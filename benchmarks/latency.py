@@ -5,7 +5,7 @@ MetaSchedule's design space, measured on three one-thread devices: ISA {x86-64, 
 and writes ``benchmarks/results/latency.json`` plus ``docs/plots/latency_pred_vs_measured.png``.
 Usage::
 
-    python benchmarks/latency.py                    # ~35 min on 2 cores (7,392 rows)
+    python benchmarks/latency.py                    # 13-30 min on 2 cores (7,392 rows)
     python benchmarks/latency.py --quick --out /tmp/latency.json   # few epochs, smoke run
 
 Keys: ``cross_model.{mape_cdmpp, mape_gbt, mape_device_mean, mape_task_oracle,
