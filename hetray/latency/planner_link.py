@@ -106,7 +106,7 @@ def predict_layer(model: Trained, data: Programs, device: str,
         KeyError: ``data`` has no program of one of the layer's operators on ``device``.
     """
     raw, measured, ops = chosen_layer(model, data, device, shape)
-    others = [d for d in np.unique(data.device) if d != device]
+    others = [str(d) for d in np.unique(data.device) if d != device]
     correction, used = selection_correction(model, data, others, shape)
     return LayerPrediction(device, raw * correction, measured, ops, raw, correction, used)
 
