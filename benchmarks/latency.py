@@ -130,7 +130,7 @@ def main() -> None:
         "layer_mape": 100 * layer.error, "device": setup.target,
         "predicted_ms": 1e3 * layer.predicted_s, "measured_ms": 1e3 * layer.measured_s,
         "raw_predicted_ms": 1e3 * layer.raw_predicted_s,
-        "layer_mape_raw": 100 * abs(layer.raw_predicted_s / layer.measured_s - 1),
+        "layer_mape_raw": 100 * layer.raw_error,
         "correction": layer.correction, "calibrated_on": list(layer.calibrated_on)}
     target = data.subset(data.device == setup.target)
     held = target.subset(~np.isin(target.task, results["cross_device"]["kmeans_tasks"]))

@@ -59,6 +59,11 @@ class LayerPrediction:
         """``|predicted - measured| / measured``."""
         return abs(self.predicted_s - self.measured_s) / self.measured_s
 
+    @property
+    def raw_error(self) -> float:
+        """``|raw predicted - measured| / measured`` (before the correction)."""
+        return abs(self.raw_predicted_s - self.measured_s) / self.measured_s
+
 
 def chosen_layer(model: Trained, data: Programs, device: str,
                  shape: GPTShape | None = None) -> tuple[float, float, Operators]:
@@ -81,34 +86,39 @@ def chosen_layer(model: Trained, data: Programs, device: str,
     return pred_total, meas_total, ops
 
 
-def selection_correction(model: Trained, data: Programs, devices: Sequence[str],
-                         shape: GPTShape | None = None) -> tuple[float, tuple[str, ...]]:
-    """Geometric mean over ``devices`` of measured / raw predicted layer time, and the devices used.
+def predict_layers(model: Trained, data: Programs, devices: Sequence[str],
+                   shape: GPTShape | None = None) -> list[LayerPrediction]:
+    """Predict the GPT layer on each of ``devices``, corrected on the other devices of ``data``.
 
-    Devices without every operator of the layer are skipped; ``(1.0, ())`` when none is left.
+    Every device's chosen programs are ranked once; a device of ``data`` without every
+    operator of the layer is left out of the corrections.
+
+    Raises:
+        KeyError: ``data`` has no program of one of the layer's operators on a device of
+            ``devices``.
     """
-    ratios, used = [], []
-    for device in devices:
+    layers: dict[str, tuple[float, float, Operators]] = {}
+    for device in dict.fromkeys([*devices, *map(str, np.unique(data.device))]):
         try:
-            pred, meas, _ = chosen_layer(model, data, device, shape)
+            layers[device] = chosen_layer(model, data, device, shape)
         except KeyError:
-            continue
-        ratios.append(np.log(meas / pred))
-        used.append(device)
-    return (float(np.exp(np.mean(ratios))) if ratios else 1.0), tuple(used)
+            if device in devices:
+                raise
+    out = []
+    for device in devices:
+        raw, measured, ops = layers[device]
+        others = tuple(d for d in layers if d != device)
+        logs = [np.log(layers[d][1] / layers[d][0]) for d in others]
+        correction = float(np.exp(np.mean(logs))) if logs else 1.0
+        out.append(LayerPrediction(device, raw * correction, measured, ops, raw, correction,
+                                   others))
+    return out
 
 
 def predict_layer(model: Trained, data: Programs, device: str,
                   shape: GPTShape | None = None) -> LayerPrediction:
-    """Predict the GPT layer on ``device``, corrected on the other devices of ``data``.
-
-    Raises:
-        KeyError: ``data`` has no program of one of the layer's operators on ``device``.
-    """
-    raw, measured, ops = chosen_layer(model, data, device, shape)
-    others = [str(d) for d in np.unique(data.device) if d != device]
-    correction, used = selection_correction(model, data, others, shape)
-    return LayerPrediction(device, raw * correction, measured, ops, raw, correction, used)
+    """:func:`predict_layers` for one device."""
+    return predict_layers(model, data, [device], shape)[0]
 
 
 def to_measurement(pred: LayerPrediction, shape: GPTShape | None = None) -> object:
@@ -139,10 +149,7 @@ def profile_predicted(model_dir: str, data_path: str,
     from hetray.latency import dataset, store
 
     model, data = store.load(Path(model_dir)), dataset.load(Path(data_path))
-    out = []
     for device in devices:
         if device not in BY_NAME:
             raise ConfigError("--device", "device", device, sorted(BY_NAME))
-        pred = predict_layer(model, data, device)
-        out.append((pred, to_measurement(pred)))
-    return out
+    return [(pred, to_measurement(pred)) for pred in predict_layers(model, data, devices)]

@@ -12,7 +12,12 @@ import torch
 from hetray.core.errors import ProfileDataError
 from hetray.latency import store
 from hetray.latency.dataset import Programs, append, load
-from hetray.latency.planner_link import chosen_layer, predict_layer, to_measurement
+from hetray.latency.planner_link import (
+    chosen_layer,
+    predict_layer,
+    predict_layers,
+    to_measurement,
+)
 from hetray.latency.protocols import train_cdmpp
 from hetray.latency.tasks import GPTShape, gpt_layer_ops
 from hetray.latency.train import TrainConfig
@@ -113,6 +118,8 @@ def test_layer_correction_is_measured_on_the_other_devices_only(gpt_model, tmp_p
     assert slower_target.measured_s == pytest.approx(10.0 * pred.measured_s)
     slower_other = predict_layer(model, _scaled(data, "t1-x86-64", 3.0), "t1-znver4")
     assert slower_other.predicted_s == pytest.approx(3.0 * pred.predicted_s)
+    both = predict_layers(model, data, ["t1-znver4", "t1-x86-64"])  # one ranking per device
+    assert both == [pred, predict_layer(model, data, "t1-x86-64")]
 
 
 def test_profile_predict_prints_the_correction_and_writes_measurements(gpt_model, tmp_path):
