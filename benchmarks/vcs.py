@@ -24,7 +24,10 @@ Keys: ``<model>.ap_plain``, ``<model>.ap_vca``, ``<model>.dispersion_plain``,
 lambdas whose mean validation AP is at most 0.5 points below plain's, else the best
 validation AP), ``<model>.excess_dispersion_drop`` (``1 - (D_vca - 1) / (D_plain - 1)``) and
 ``cells``: per dataset, model and lambda the means and every run (AP, D, Q, p-values,
-cluster counts). ``done_when`` checks the issue's criteria; ``uptime_at_start`` /
+cluster counts, and ``conditional_dispersion``, ``composition_explained_share``: D given the
+events' composition classes, new and rarely seen endpoints, with class rates from the
+validation pass, :mod:`hetray.temporal.composition`). ``<model>.conditional_dispersion_plain``
+/ ``_vca`` are its means beside D. ``done_when`` checks the issue's criteria; ``uptime_at_start`` /
 ``uptime_at_end`` record the machine's load (it is shared).
 """
 
@@ -44,16 +47,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from hetray.experiments.vcs import statistics_of
+from hetray.experiments.vcs import composition_of, statistics_of
 from hetray.mspipe.config import DataConfig, ModelChoice, RunConfig, TrainConfig, read_dataset
 from hetray.mspipe.evaluation import ScoreSet
 from hetray.mspipe.run import run
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
+from hetray.temporal.composition import CompositionReport
 from hetray.temporal.formats import LoadedEvents
 from hetray.temporal.model_config import ModelKind
 from hetray.temporal.protocol import EvalProtocol
 from hetray.temporal.vca_config import VcaConfig
-from hetray.temporal.volatility import Statistic, VolatilityReport
+from hetray.temporal.volatility import Statistic, VolatilityReport, WindowSpec
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent.parent / "shared" / "data"
@@ -144,11 +148,21 @@ def run_cell(cell: Cell, loaded: LoadedEvents, args: argparse.Namespace) -> dict
     sets = report.scores.sets
     test = statistics_of(sets[ScoreSet.TEST], args.window, seed=cell.seed)
     val = statistics_of(sets[ScoreSet.VAL], args.window, seed=cell.seed, draws=1)  # its D
+    composition = composition_of(sets, loaded.events, WindowSpec(size=args.window))
     return {"dataset": cell.dataset, "model": cell.model.value, "lambda": cell.weight,
             "seed": cell.seed, "test_ap": report.test.ap, "val_ap": report.val.ap,
             "best_epoch": report.best_epoch, **_stats(test),
             "val_dispersion": val.dispersion, "train_s": train_s,
+        **_composition(composition),
             "wall_s": time.perf_counter() - start}
+
+
+def _composition(report: CompositionReport) -> dict[str, float | None]:
+    """The composition numbers of a run (None where undefined: no excess to explain)."""
+    values = report.to_dict()
+    return {"conditional_dispersion": values["conditional_dispersion"],
+            "composition_explained_share": values["explained_share"],
+            **{k: values[k] for k in ("new_node_share", "error_rate_new", "error_rate_seen")}}
 
 
 def _mean(runs: list[dict[str, Any]], key: str) -> float | None:
@@ -161,7 +175,8 @@ def by_lambda(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for weight in sorted({r["lambda"] for r in runs}):
         mine = [r for r in runs if r["lambda"] == weight]
-        keys = [k for k, v in mine[0].items() if isinstance(v, float) and k != "lambda"]
+        keys = [k for k, v in mine[0].items()
+                if (isinstance(v, float) or v is None) and k != "lambda"]
         out[str(weight)] = {"seeds": len(mine), **{k: _mean(mine, k) for k in keys},
                             "runs": mine}
     return out
@@ -186,12 +201,15 @@ def headline(table: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"ap_plain": plain and plain["test_ap"],
                            "dispersion_plain": plain and plain["dispersion"],
                            "dispersion_p_plain": plain and plain["dispersion_p"],
+                           "conditional_dispersion_plain":
+                               plain and plain["conditional_dispersion"],
                            "lambda": None if chosen is None else float(chosen)}
     if plain is None or chosen is None:
         return out
     vca = table[chosen]
     excess = plain["dispersion"] - 1.0
     out.update({"ap_vca": vca["test_ap"], "dispersion_vca": vca["dispersion"],
+                "conditional_dispersion_vca": vca["conditional_dispersion"],
                 "ap_loss_pt": 100 * (plain["test_ap"] - vca["test_ap"]),
                 "excess_dispersion_drop": 1 - (vca["dispersion"] - 1) / excess
                 if excess > 0 else None, "seeds_plain": plain["seeds"],

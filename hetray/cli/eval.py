@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,7 @@ from hetray.temporal.volatility import (
 )
 
 if TYPE_CHECKING:
+    from hetray.temporal.composition import CompositionReport
     from hetray.temporal.volatility import VolatilityReport
 
 logger = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ Examples:
   hetray eval vcs --run runs/tgn                     # table + two plots in runs/tgn
   hetray eval vcs --run runs/tgn --window time --window-size 50 --out plots/
   hetray eval vcs --run runs/tgn --set val --draws 5000 --json-out vcs.json
+  hetray eval vcs --run runs/tgn --events ../shared/data/collegemsg/CollegeMsg.txt
 """
 
 
@@ -115,6 +118,32 @@ def report_vcs(storage: RunStorage, saved: SavedEvaluation, settings: VcsSetting
     return report
 
 
+def report_composition(saved: SavedEvaluation, events: Path,
+                       settings: VcsSettings) -> CompositionReport:
+    """Print how much of D the composition of the stream in ``events`` explains.
+
+    Raises:
+        ConfigError: ``events`` is not the stream the run trained on, or one pass is missing.
+        TemporalDataError: ``events`` is missing or malformed.
+    """
+    from hetray.core.errors import ConfigError
+    from hetray.experiments.vcs import composition_of
+    from hetray.mspipe.config import DataConfig, read_dataset
+
+    stream = read_dataset(DataConfig(dataset=str(events))).events
+    try:
+        found = composition_of(saved.sets, stream, settings.window, settings.score_set)
+    except ValueError as exc:
+        raise ConfigError("--events", "events", str(events), str(exc)) from exc
+    share = (f"{found.explained_share:.0%} of D - 1 explained"
+             if math.isfinite(found.explained_share) else "D <= 1: no excess to explain")
+    click.echo(f"composition (new and rarely seen endpoints, class rates from the other "
+               f"pass): D {found.dispersion:.3g} -> {found.conditional_dispersion:.3g} given "
+               f"the classes, {share}; {found.new_node_share:.1%} of events touch a new node "
+               f"(error rate {found.error_rate_new:.3f} vs {found.error_rate_seen:.3f} seen)")
+    return found
+
+
 @click.group("eval")
 def eval_group() -> None:
     """Evaluate finished runs again from the per-event scores they saved."""
@@ -150,10 +179,13 @@ def eval_group() -> None:
               help="Write the two plots here instead of into the run directory.")
 @click.option("--json-out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the statistics as JSON.")
+@click.option("--events", type=click.Path(dir_okay=False, path_type=Path),
+              help="The event file the run trained on: also report how much of D its "
+                   "composition (bursts of new and rarely seen nodes) explains.")
 @handle_errors
 def vcs(run_dir: str, score_set: str, window: str, window_size: int, z: float, lags: int,
         draws: int, seed: int, temperature: float, out: Path | None,
-        json_out: Path | None) -> None:
+        json_out: Path | None, events: Path | None) -> None:
     """Volatility-cluster statistics of a finished run's errors: D, clusters, Ljung-Box."""
     storage = RunStorage.of(run_dir)
     saved = load_evaluation(storage)
@@ -161,7 +193,9 @@ def vcs(run_dir: str, score_set: str, window: str, window_size: int, z: float, l
                            window=WindowSpec(WindowKind(window), window_size), z=z, lags=lags,
                            draws=draws, seed=seed, temperature=temperature)
     report = report_vcs(storage, saved, settings, out)
+    composition = None if events is None else report_composition(saved, events, settings)
     if json_out is not None:
+        extra = {} if composition is None else {"composition": composition.to_dict()}
         json_out.write_text(json.dumps({**report.to_dict(), "run": storage.display(),
-                                        "set": score_set, "meta": saved.meta}, indent=2,
-                                       allow_nan=False), encoding="utf-8")
+                                        "set": score_set, "meta": saved.meta, **extra},
+                                       indent=2, allow_nan=False), encoding="utf-8")

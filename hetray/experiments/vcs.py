@@ -41,6 +41,12 @@ from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec
 from hetray.mspipe.config import SYNTHETIC, DataConfig, ModelChoice, RunConfig, TrainConfig
 from hetray.mspipe.evaluation import ScoreSet, SetScores
 from hetray.mspipe.staleness import PipelineConfig, PipelineMode
+from hetray.temporal.composition import (
+    CompositionReport,
+    composition_classes,
+    composition_report,
+)
+from hetray.temporal.data import EventStream
 from hetray.temporal.model_config import ModelKind
 from hetray.temporal.synthetic import SyntheticConfig
 from hetray.temporal.vca_config import MAX_HISTORY, MAX_WINDOWS, VcaConfig
@@ -128,6 +134,31 @@ def statistics_of(scores: SetScores, window_events: int, seed: int = 0,
     """The volatility-cluster statistics of one pass's scores (``draws`` permutations)."""
     series = ErrorSeries.of_scores(scores.pos, scores.neg, scores.t)
     return volatility_report(series, WindowSpec(size=window_events), seed=seed, draws=draws)
+
+
+def composition_of(sets: Mapping[ScoreSet, SetScores], events: EventStream,
+                   window: WindowSpec, score_set: ScoreSet = ScoreSet.TEST) -> CompositionReport:
+    """How much of ``score_set``'s D new and rarely seen endpoints explain.
+
+    The class rates come from the other saved pass (``hetray.temporal.composition``);
+    ``events`` is the stream the run trained on (the scores' ``eid`` index it).
+
+    Raises:
+        ValueError: only one pass was saved, or an ``eid`` is outside ``events``.
+    """
+    other = ScoreSet.VAL if score_set == ScoreSet.TEST else ScoreSet.TEST
+    if score_set not in sets or other not in sets:
+        raise ValueError(f"the composition needs the test and validation passes; saved: "
+                         f"{', '.join(s.value for s in sets) or 'none'}")
+    scored, fit = sets[score_set], sets[other]
+    top = max(int(scored.eid.max(initial=-1)), int(fit.eid.max(initial=-1)))
+    if top >= len(events.src) or min(scored.eid.min(initial=0), fit.eid.min(initial=0)) < 0:
+        raise ValueError(f"event id {top} is outside the {len(events.src)} events of "
+                         f"{events.source}: not the stream the run trained on")
+    classes = composition_classes(events.src, events.dst)
+    errors = (scored.pos < scored.neg).astype(float)
+    return composition_report(classes[scored.eid], errors, classes[fit.eid],
+                              (fit.pos < fit.neg).astype(float), window.bounds(scored.t))
 
 
 def run_vcs_trial(config: Mapping[str, Any], report: Reporter | Session,

@@ -28,6 +28,50 @@ def _clustered_run(root) -> None:
         sets={ScoreSet.TEST: scores}, meta={"model": "tgn", "dataset": "toy.csv"}).to_bytes())
 
 
+def _new_node_bursts(root, events_file) -> None:
+    """A stream whose new nodes come in bursts, and a run erring on them (val and test)."""
+    rng = np.random.default_rng(1)
+    n = 3000
+    burst = (np.arange(n) // 150) % 5 == 0
+    fresh = 100 + 2 * np.arange(n)
+    src = np.where(burst, fresh, rng.integers(0, 20, n))
+    dst = np.where(burst, fresh + 1, (src + 1 + rng.integers(0, 19, n)) % 20)
+    events_file.write_text("".join(f"{u} {v} {1000 + i}\n" for i, (u, v) in
+                                   enumerate(zip(src, dst, strict=True))), encoding="utf-8")
+    err = rng.random(n) < np.where(burst, 0.6, 0.1)
+    pos = np.where(err, 0.3, 0.7)
+
+    def part(rows: slice) -> SetScores:
+        eid = np.arange(n)[rows]
+        return SetScores(eid=eid, t=1000.0 + eid, pos=pos[rows], neg=1.0 - pos[rows])
+
+    root.mkdir()
+    (root / EVALUATION_FILE).write_bytes(SavedEvaluation(
+        sets={ScoreSet.VAL: part(slice(1000, 2000)), ScoreSet.TEST: part(slice(2000, n))},
+        meta={"model": "tgn", "dataset": str(events_file)}).to_bytes())
+
+
+def test_eval_vcs_events_reports_what_the_composition_explains(tmp_path):
+    run_dir, events, out = tmp_path / "run", tmp_path / "events.txt", tmp_path / "vcs.json"
+    _new_node_bursts(run_dir, events)
+    result = CliRunner().invoke(cli, ["eval", "vcs", "--run", str(run_dir), "--draws", "9",
+                                      "--events", str(events), "--json-out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "composition (new and rarely seen endpoints" in result.output
+    found = json.loads(out.read_text(encoding="utf-8"))["composition"]
+    assert found["dispersion"] > 3
+    assert found["conditional_dispersion"] < 1.6
+    assert found["explained_share"] > 0.8
+    assert found["new_node_share"] == pytest.approx(0.15)  # events 2250-2399
+    short = tmp_path / "short.txt"
+    short.write_text("".join(events.read_text(encoding="utf-8").splitlines(True)[:2500]),
+                     encoding="utf-8")
+    wrong = CliRunner().invoke(cli, ["eval", "vcs", "--run", str(run_dir), "--draws", "9",
+                                     "--events", str(short)])
+    assert wrong.exit_code == 2
+    assert "--events" in wrong.output and "not the stream the run trained on" in wrong.output
+
+
 def test_a_run_directory_without_the_saved_evaluation_is_named(tmp_path):
     result = CliRunner().invoke(cli, ["eval", "vcs", "--run", str(tmp_path)])
     assert result.exit_code == 2
