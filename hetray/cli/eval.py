@@ -34,6 +34,7 @@ from hetray.temporal.volatility import (
 
 if TYPE_CHECKING:
     from hetray.temporal.composition import CompositionReport
+    from hetray.temporal.data import EventStream
     from hetray.temporal.volatility import VolatilityReport
 
 logger = logging.getLogger(__name__)
@@ -118,29 +119,24 @@ def report_vcs(storage: RunStorage, saved: SavedEvaluation, settings: VcsSetting
     return report
 
 
-def report_composition(saved: SavedEvaluation, events: Path,
+def report_composition(saved: SavedEvaluation, stream: EventStream,
                        settings: VcsSettings) -> CompositionReport:
-    """Print how much of D the composition of the stream in ``events`` explains.
+    """Print how much of D the composition of ``stream`` (the run's events) explains.
 
     Raises:
-        ConfigError: ``events`` is not the stream the run trained on, or one pass is missing.
-        TemporalDataError: ``events`` is missing or malformed.
+        ValueError: ``stream`` is not the one the run trained on, or a pass is missing.
     """
-    from hetray.core.errors import ConfigError
     from hetray.experiments.vcs import composition_of
-    from hetray.mspipe.config import DataConfig, read_dataset
 
-    stream = read_dataset(DataConfig(dataset=str(events))).events
-    try:
-        found = composition_of(saved.sets, stream, settings.window, settings.score_set)
-    except ValueError as exc:
-        raise ConfigError("--events", "events", str(events), str(exc)) from exc
+    found = composition_of(saved.sets, stream, settings.window, settings.score_set)
     share = (f"{found.explained_share:.0%} of D - 1 explained"
              if math.isfinite(found.explained_share) else "D <= 1: no excess to explain")
+    new = (f"{found.new_node_share:.1%} of events touch a new node (error rate "
+           f"{found.error_rate_new:.3f} vs {found.error_rate_seen:.3f} elsewhere)"
+           if found.new_node_share > 0 else "no event touches a new node")
     click.echo(f"composition (new and rarely seen endpoints, class rates from the other "
                f"pass): D {found.dispersion:.3g} -> {found.conditional_dispersion:.3g} given "
-               f"the classes, {share}; {found.new_node_share:.1%} of events touch a new node "
-               f"(error rate {found.error_rate_new:.3f} vs {found.error_rate_seen:.3f} seen)")
+               f"the classes, {share}; {new}")
     return found
 
 
@@ -193,7 +189,16 @@ def vcs(run_dir: str, score_set: str, window: str, window_size: int, z: float, l
                            window=WindowSpec(WindowKind(window), window_size), z=z, lags=lags,
                            draws=draws, seed=seed, temperature=temperature)
     report = report_vcs(storage, saved, settings, out)
-    composition = None if events is None else report_composition(saved, events, settings)
+    composition = None
+    if events is not None:
+        from hetray.core.errors import ConfigError
+        from hetray.mspipe.config import DataConfig, read_dataset
+
+        stream = read_dataset(DataConfig(dataset=str(events))).events
+        try:
+            composition = report_composition(saved, stream, settings)
+        except ValueError as exc:
+            raise ConfigError("--events", "events", str(events), str(exc)) from exc
     if json_out is not None:
         extra = {} if composition is None else {"composition": composition.to_dict()}
         json_out.write_text(json.dumps({**report.to_dict(), "run": storage.display(),

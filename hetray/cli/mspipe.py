@@ -328,10 +328,14 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
         json_out.write_text(json.dumps(report.to_dict(), indent=2, allow_nan=False),
                             encoding="utf-8")
     if report_vcs and report.scores is not None:
-        from hetray.cli.eval import VcsSettings
+        from hetray.cli.eval import VcsSettings, report_composition
         from hetray.cli.eval import report_vcs as print_vcs
 
         print_vcs(where, report.scores, VcsSettings())
+        try:
+            report_composition(report.scores, loaded.events, VcsSettings())
+        except ValueError as exc:  # the run is saved; say why this one line is missing
+            click.echo(f"composition: not computed ({exc})")
 
 
 def demo() -> DemoResult:

@@ -112,6 +112,7 @@ def test_train_with_report_vcs_saves_and_reports(tmp_path, monkeypatch):
         "--storage", str(tmp_path / "run"), "--report-vcs"])
     assert result.exit_code == 0, result.output
     assert "volatility clusters of jodie on synthetic, VCA lambda 0.5 (test)" in result.output
+    assert "composition (new and rarely seen endpoints" in result.output, result.output
     assert (tmp_path / "run" / EVALUATION_FILE).exists()
     assert (tmp_path / "run" / "vcs_error_rate.png").exists()
     again = CliRunner().invoke(cli, ["eval", "vcs", "--run", str(tmp_path / "run"),
