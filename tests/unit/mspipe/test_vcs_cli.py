@@ -69,7 +69,8 @@ def test_eval_vcs_events_reports_what_the_composition_explains(tmp_path):
     wrong = CliRunner().invoke(cli, ["eval", "vcs", "--run", str(run_dir), "--draws", "9",
                                      "--events", str(short)])
     assert wrong.exit_code == 2
-    assert "--events" in wrong.output and "not the stream the run trained on" in wrong.output
+    assert "--events" in wrong.output
+    assert "not the stream the run trained on" in wrong.output
 
 
 def test_a_run_directory_without_the_saved_evaluation_is_named(tmp_path):

@@ -35,7 +35,8 @@ def test_degrees_so_far_follow_the_definition_with_self_loops():
     dst[::17] = src[::17]  # self-loops count once per earlier event
     got = degrees_so_far(src, dst)
     want = _loop_degrees(src, dst)
-    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert np.array_equal(got[0], want[0])
+    assert np.array_equal(got[1], want[1])
 
 
 def test_degree_bins_and_classes():
