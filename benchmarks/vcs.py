@@ -153,8 +153,7 @@ def run_cell(cell: Cell, loaded: LoadedEvents, args: argparse.Namespace) -> dict
             "seed": cell.seed, "test_ap": report.test.ap, "val_ap": report.val.ap,
             "best_epoch": report.best_epoch, **_stats(test),
             "val_dispersion": val.dispersion, "train_s": train_s,
-        **_composition(composition),
-            "wall_s": time.perf_counter() - start}
+            **_composition(composition), "wall_s": time.perf_counter() - start}
 
 
 def _composition(report: CompositionReport) -> dict[str, float | None]:

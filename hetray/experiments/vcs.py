@@ -35,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from hetray.experiments.params import ParamSpec, trial_config
 from hetray.experiments.session import Reporter, Session, session_of
 from hetray.experiments.spec import ExperimentSpec, PlotSource, PlotSpec
@@ -151,10 +153,11 @@ def composition_of(sets: Mapping[ScoreSet, SetScores], events: EventStream,
         raise ValueError(f"the composition needs the test and validation passes; saved: "
                          f"{', '.join(s.value for s in sets) or 'none'}")
     scored, fit = sets[score_set], sets[other]
-    top = max(int(scored.eid.max(initial=-1)), int(fit.eid.max(initial=-1)))
-    if top >= len(events.src) or min(scored.eid.min(initial=0), fit.eid.min(initial=0)) < 0:
-        raise ValueError(f"event id {top} is outside the {len(events.src)} events of "
-                         f"{events.source}: not the stream the run trained on")
+    ids = np.concatenate([scored.eid, fit.eid])
+    outside = ids[(ids < 0) | (ids >= len(events.src))]
+    if len(outside):
+        raise ValueError(f"event id {int(outside[0])} is outside the {len(events.src)} events "
+                         f"of {events.source}: not the stream the run trained on")
     classes = composition_classes(events.src, events.dst)
     errors = (scored.pos < scored.neg).astype(float)
     return composition_report(classes[scored.eid], errors, classes[fit.eid],
