@@ -109,24 +109,33 @@ def report_vcs(storage: RunStorage, saved: SavedEvaluation, settings: VcsSetting
     _echo(report, label)
     for name, png in ((ERROR_RATE_PNG, error_rate_figure(report, label)),
                       (AUTOCORRELATION_PNG, autocorrelation_figure(report, label))):
-        if out is None:
-            storage.write_bytes(name, png)
-            click.echo(f"wrote {storage.display(name)}")
-        else:
-            out.mkdir(parents=True, exist_ok=True)
-            (out / name).write_bytes(png)
-            click.echo(f"wrote {out / name}")
+        _write_png(storage, out, name, png)
     return report
 
 
-def report_composition(saved: SavedEvaluation, stream: EventStream,
-                       settings: VcsSettings) -> CompositionReport:
+def _write_png(storage: RunStorage, out: Path | None, name: str, png: bytes) -> None:
+    """Write a figure into ``out`` if given, else into the run storage; say where."""
+    if out is None:
+        storage.write_bytes(name, png)
+        click.echo(f"wrote {storage.display(name)}")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(png)
+        click.echo(f"wrote {out / name}")
+
+
+def report_composition(storage: RunStorage, saved: SavedEvaluation, stream: EventStream,
+                       settings: VcsSettings, out: Path | None = None) -> CompositionReport:
     """Print how much of D the composition of ``stream`` (the run's events) explains.
+
+    Also writes its figure (:data:`~hetray.experiments.vcs_plots.COMPOSITION_PNG`) to
+    ``out`` or the run storage.
 
     Raises:
         ValueError: ``stream`` is not the one the run trained on, or a pass is missing.
     """
     from hetray.experiments.vcs import composition_of
+    from hetray.experiments.vcs_plots import COMPOSITION_PNG, composition_figure
 
     found = composition_of(saved.sets, stream, settings.window, settings.score_set)
     share = (f"{found.explained_share:.0%} of D - 1 explained"
@@ -137,6 +146,10 @@ def report_composition(saved: SavedEvaluation, stream: EventStream,
     click.echo(f"composition (new and rarely seen endpoints, class rates from the other "
                f"pass): D {found.dispersion:.3g} -> {found.conditional_dispersion:.3g} given "
                f"the classes, {share}; {new}")
+    scored = saved.sets[settings.score_set]
+    figure = composition_figure(found, settings.window.edges(scored.t),
+                                _label(saved, settings.score_set))
+    _write_png(storage, out, COMPOSITION_PNG, figure)
     return found
 
 
@@ -196,7 +209,7 @@ def vcs(run_dir: str, score_set: str, window: str, window_size: int, z: float, l
 
         stream = read_dataset(DataConfig(dataset=str(events))).events
         try:
-            composition = report_composition(saved, stream, settings)
+            composition = report_composition(storage, saved, stream, settings, out)
         except ValueError as exc:
             raise ConfigError("--events", "events", str(events), str(exc)) from exc
     if json_out is not None:

@@ -333,7 +333,7 @@ def mspipe(ctx: click.Context, config_file: Path | None, print_config: bool, dat
 
         print_vcs(where, report.scores, VcsSettings())
         try:
-            report_composition(report.scores, loaded.events, VcsSettings())
+            report_composition(where, report.scores, loaded.events, VcsSettings())
         except ValueError as exc:  # the run is saved; say why this one line is missing
             click.echo(f"composition: not computed ({exc})")
 

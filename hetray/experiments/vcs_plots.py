@@ -6,7 +6,9 @@ writes them into the run storage or a directory):
 - :func:`error_rate_figure`: each window's error rate against time (a step line), the
   overall rate ``p`` and the cluster threshold ``p + z sd``, the volatility clusters shaded;
 - :func:`autocorrelation_figure`: ``rho_1 .. rho_K`` of the error series as bars, with the
-  permutation null's 2.5-97.5 % band.
+  permutation null's 2.5-97.5 % band;
+- :func:`composition_figure` (``--events``): each window's error rate beside the rate its
+  events' composition classes predict, and the share of its events touching a new node.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from hetray.experiments.plot_style import FAIL_COLOUR, INFO_COLOUR, PALETTE, style
+from hetray.temporal.composition import CompositionReport
 from hetray.temporal.volatility import Statistic, VolatilityReport
 
 logger = logging.getLogger(__name__)
 
 #: The figures' file names.
 ERROR_RATE_PNG, AUTOCORRELATION_PNG = "vcs_error_rate.png", "vcs_autocorrelation.png"
+COMPOSITION_PNG = "vcs_composition.png"
 
 
 def _png(fig: Figure) -> bytes:
@@ -116,4 +120,39 @@ def autocorrelation_figure(report: VolatilityReport, label: str) -> bytes:
         ax.set_title(f"{label}: error autocorrelation by lag\n"
                      f"Ljung-Box Q = {q:.1f} over {report.lags} lags (permutation "
                      f"{_p_text(p_q, report.draws)}; chi-square p = {report.chi2_p:.2g})")
+        return _png(fig)
+
+
+def composition_figure(found: CompositionReport, edges: np.ndarray, label: str) -> bytes:
+    """Window error rates against the composition's prediction, new-node share (PNG bytes).
+
+    ``edges`` float64 (W + 1,): the windows' boundary times (``WindowSpec.edges``).
+    """
+    (x, xlabel), windows = _time_axis(edges), found.windows
+    share = (f"{found.explained_share:.0%} of D - 1 explained"
+             if math.isfinite(found.explained_share) else "no excess to explain")
+    with style():
+        fig = Figure(figsize=(7.5, 3.6))
+        ax = fig.add_subplot()
+        new_axis = ax.twinx()
+        new_axis.stairs(windows.new_share, x, baseline=0.0, fill=True, color=FAIL_COLOUR,
+                        alpha=0.25, linewidth=0)
+        new_axis.set_ylabel("share of events touching a new node", color=FAIL_COLOUR)
+        new_axis.set_ylim(0, max(0.05, float(np.nanmax(windows.new_share, initial=0.0)) * 3))
+        ax.stairs(windows.rate, x, baseline=None, color=PALETTE[0], linewidth=1.2,
+                  label="window error rate")
+        ax.stairs(windows.expected, x, baseline=None, color=INFO_COLOUR, linewidth=1.2,
+                  linestyle="--", label="predicted from the events' composition")
+        ax.plot([], [], color=FAIL_COLOUR, alpha=0.4, linewidth=8,
+                label="events touching a new node (right axis)")
+        ax.set_zorder(new_axis.get_zorder() + 1)
+        ax.patch.set_visible(False)
+        top = float(np.nanmax(np.r_[windows.rate, windows.expected], initial=0.0))
+        ax.set_ylim(0, min(1.0, top * 1.35 + 0.02))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("error rate")
+        ax.legend(loc="upper left", ncol=2)
+        ax.set_title(f"{label}: errors against what new and rarely seen nodes predict\n"
+                     f"D = {found.dispersion:.2f} -> {found.conditional_dispersion:.2f} given "
+                     f"the composition ({share})")
         return _png(fig)

@@ -85,6 +85,13 @@ def class_rates(classes: np.ndarray, errors: np.ndarray, num_classes: int,
     return (wrong + prior_events * p) / (count + prior_events)
 
 
+def _window_sums(bounds: np.ndarray, *series: np.ndarray) -> np.ndarray:
+    """Per-window sums float64 (len(series), W) of event series (n,) cut at ``bounds``."""
+    cum = np.zeros((len(series), len(series[0]) + 1))
+    np.cumsum(np.stack(series), axis=1, out=cum[:, 1:])
+    return cum[:, bounds[1:]] - cum[:, bounds[:-1]]
+
+
 def conditional_dispersion(errors: np.ndarray, expected: np.ndarray,
                            bounds: np.ndarray) -> float:
     """``D_c`` of ``errors`` (n,) given per-event ``expected`` probabilities (n,).
@@ -92,10 +99,7 @@ def conditional_dispersion(errors: np.ndarray, expected: np.ndarray,
     ``bounds`` int64 (W + 1,) cut the events into windows (``WindowSpec.bounds``).
     NaN with fewer than two non-empty windows or no expected variance.
     """
-    cum = np.zeros((3, len(errors) + 1))
-    np.cumsum(np.stack([errors, expected, expected * (1.0 - expected)]), axis=1,
-              out=cum[:, 1:])
-    per_window = cum[:, bounds[1:]] - cum[:, bounds[:-1]]
+    per_window = _window_sums(bounds, errors, expected, expected * (1.0 - expected))
     sizes = np.diff(bounds).astype(float)
     keep = sizes > 0
     if keep.sum() < 2:
@@ -106,10 +110,29 @@ def conditional_dispersion(errors: np.ndarray, expected: np.ndarray,
 
 
 @dataclass(frozen=True, slots=True)
+class CompositionWindows:
+    """Per window, float64 (W,), NaN where empty: error rate, expected rate, new-node share."""
+
+    rate: np.ndarray
+    expected: np.ndarray
+    new_share: np.ndarray
+
+
+def _windows(errors: np.ndarray, expected: np.ndarray, new: np.ndarray,
+             bounds: np.ndarray) -> CompositionWindows:
+    sums = _window_sums(bounds, errors, expected, new.astype(float))
+    sizes = np.diff(bounds).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate, mean, share = np.where(sizes > 0, sums / sizes, np.nan)
+    return CompositionWindows(rate=rate, expected=mean, new_share=share)
+
+
+@dataclass(frozen=True, slots=True)
 class CompositionReport:
     """``D`` and ``D_c`` of one scored pass, and the share of ``D - 1`` the classes explain.
 
-    ``explained_share`` is NaN when ``D <= 1`` (no excess to explain).
+    ``explained_share`` is NaN when ``D <= 1`` (no excess to explain); ``windows`` holds
+    what the figure of ``hetray eval vcs --events`` draws.
     """
 
     dispersion: float
@@ -118,10 +141,11 @@ class CompositionReport:
     new_node_share: float
     error_rate_new: float
     error_rate_seen: float
+    windows: CompositionWindows
 
     def to_dict(self) -> dict[str, float | None]:
-        """The fields as a JSON-ready dict (None for NaN)."""
-        values = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        """The numbers (not the windows) as a JSON-ready dict (None for NaN)."""
+        values = {f: getattr(self, f) for f in self.__dataclass_fields__ if f != "windows"}
         return {k: v if np.isfinite(v) else None for k, v in values.items()}
 
 
@@ -149,4 +173,5 @@ def composition_report(classes: np.ndarray, errors: np.ndarray, fit_classes: np.
         dispersion=plain, conditional_dispersion=given, explained_share=float(share),
         new_node_share=float(new.mean()),
         error_rate_new=float(errors[new].mean()) if new.any() else float("nan"),
-        error_rate_seen=float(errors[~new].mean()) if (~new).any() else float("nan"))
+        error_rate_seen=float(errors[~new].mean()) if (~new).any() else float("nan"),
+        windows=_windows(errors, rates[classes], new, bounds))

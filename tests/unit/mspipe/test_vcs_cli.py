@@ -63,6 +63,7 @@ def test_eval_vcs_events_reports_what_the_composition_explains(tmp_path):
     assert found["conditional_dispersion"] < 1.6
     assert found["explained_share"] > 0.8
     assert found["new_node_share"] == pytest.approx(0.15)  # events 2250-2399
+    assert mpimg.imread(run_dir / "vcs_composition.png")[..., :3].std() > 0.05
     short = tmp_path / "short.txt"
     short.write_text("".join(events.read_text(encoding="utf-8").splitlines(True)[:2500]),
                      encoding="utf-8")
@@ -114,6 +115,7 @@ def test_train_with_report_vcs_saves_and_reports(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "volatility clusters of jodie on synthetic, VCA lambda 0.5 (test)" in result.output
     assert "composition (new and rarely seen endpoints" in result.output, result.output
+    assert (tmp_path / "run" / "vcs_composition.png").exists()
     assert (tmp_path / "run" / EVALUATION_FILE).exists()
     assert (tmp_path / "run" / "vcs_error_rate.png").exists()
     again = CliRunner().invoke(cli, ["eval", "vcs", "--run", str(tmp_path / "run"),

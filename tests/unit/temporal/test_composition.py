@@ -81,6 +81,11 @@ def test_bursts_of_new_nodes_explain_their_clustering():
         assert report.dispersion > 5
         assert report.new_node_share == pytest.approx(0.25)
         assert report.error_rate_new > report.error_rate_seen
+        windows = report.windows
+        in_burst = (np.arange(60) // 3) % 4 == 0  # windows of 100 in stretches of 300
+        assert np.array_equal(windows.new_share, in_burst.astype(float))
+        assert np.abs(windows.expected[~in_burst] - 0.1).max() < 0.02
+        assert np.abs(windows.expected[in_burst] - 0.6).max() < 0.05
         dc.append(report.conditional_dispersion)
         share.append(report.explained_share)
     assert abs(np.mean(dc) - 1) < 0.15
