@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hetray.temporal.volatility import window_counts
+
 #: Highest degree bin ``B`` (degrees of 32 and more share it).
 DEGREE_BINS = 6
 #: Pseudo-events ``a`` shrinking each class rate towards the overall rate.
@@ -85,13 +87,6 @@ def class_rates(classes: np.ndarray, errors: np.ndarray, num_classes: int,
     return (wrong + prior_events * p) / (count + prior_events)
 
 
-def _window_sums(bounds: np.ndarray, *series: np.ndarray) -> np.ndarray:
-    """Per-window sums float64 (len(series), W) of event series (n,) cut at ``bounds``."""
-    cum = np.zeros((len(series), len(series[0]) + 1))
-    np.cumsum(np.stack(series), axis=1, out=cum[:, 1:])
-    return cum[:, bounds[1:]] - cum[:, bounds[:-1]]
-
-
 def conditional_dispersion(errors: np.ndarray, expected: np.ndarray,
                            bounds: np.ndarray) -> float:
     """``D_c`` of ``errors`` (n,) given per-event ``expected`` probabilities (n,).
@@ -99,7 +94,8 @@ def conditional_dispersion(errors: np.ndarray, expected: np.ndarray,
     ``bounds`` int64 (W + 1,) cut the events into windows (``WindowSpec.bounds``).
     NaN with fewer than two non-empty windows or no expected variance.
     """
-    per_window = _window_sums(bounds, errors, expected, expected * (1.0 - expected))
+    per_window = window_counts(np.stack([errors, expected, expected * (1.0 - expected)]),
+                               bounds)
     sizes = np.diff(bounds).astype(float)
     keep = sizes > 0
     if keep.sum() < 2:
@@ -120,7 +116,7 @@ class CompositionWindows:
 
 def _windows(errors: np.ndarray, expected: np.ndarray, new: np.ndarray,
              bounds: np.ndarray) -> CompositionWindows:
-    sums = _window_sums(bounds, errors, expected, new.astype(float))
+    sums = window_counts(np.stack([errors, expected, new.astype(float)]), bounds)
     sizes = np.diff(bounds).astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         rate, mean, share = np.where(sizes > 0, sums / sizes, np.nan)
@@ -165,8 +161,9 @@ def composition_report(classes: np.ndarray, errors: np.ndarray, fit_classes: np.
     num_classes = (bins + 1) ** 2
     rates = class_rates(fit_classes, fit_errors, num_classes)
     flat = np.full(len(errors), errors.mean())
+    expected = rates[classes]
     plain = conditional_dispersion(errors, flat, bounds)
-    given = conditional_dispersion(errors, rates[classes], bounds)
+    given = conditional_dispersion(errors, expected, bounds)
     new = (classes // (bins + 1) == 0) | (classes % (bins + 1) == 0)
     share = (plain - given) / (plain - 1.0) if plain > 1.0 else float("nan")
     return CompositionReport(
@@ -174,4 +171,4 @@ def composition_report(classes: np.ndarray, errors: np.ndarray, fit_classes: np.
         new_node_share=float(new.mean()),
         error_rate_new=float(errors[new].mean()) if new.any() else float("nan"),
         error_rate_seen=float(errors[~new].mean()) if (~new).any() else float("nan"),
-        windows=_windows(errors, rates[classes], new, bounds))
+        windows=_windows(errors, expected, new, bounds))
